@@ -1,0 +1,55 @@
+"""Typed errors. Every error the service reports carries an HTTP status and a stable wire code.
+
+One handler in `app.http.errors` renders them as `{"code", "message"}`; nothing else formats errors.
+Messages are written for the user and must never contain secrets.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class FoyaError(Exception):
+    """Base of every error the kernel reports to a client."""
+
+    status: int = 500
+    code: str = "internal_error"
+
+    def __init__(self, message: str, *, code: str | None = None, status: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        # Extra JSON fields rendered beside code and message (e.g. the failed readiness checks).
+        self.extra: dict[str, Any] = {}
+        if code is not None:
+            self.code = code
+        if status is not None:
+            self.status = status
+
+
+class BadRequest(FoyaError):
+    status = 400
+    code = "bad_request"
+
+
+class Unauthorized(FoyaError):
+    status = 401
+    code = "unauthorized"
+
+
+class NotFound(FoyaError):
+    status = 404
+    code = "not_found"
+
+
+class Conflict(FoyaError):
+    status = 409
+    code = "conflict"
+
+
+class Unavailable(FoyaError):
+    status = 503
+    code = "unavailable"
+
+
+class ConfigError(Exception):
+    """A startup setting is wrong. The message names the flag or variable to fix."""

@@ -1,0 +1,139 @@
+"""Pure ASGI middleware: observation (request id, metrics, log line, security headers) and auth.
+
+Written as plain ASGI callables rather than FastAPI dependencies or `BaseHTTPMiddleware` so they
+cover every route, 404s and 405s included, and cost one function call each (DESIGN §7: a sync
+dependency halved throughput). `Observe` sits outside `BearerAuth` so 401s are counted, logged and
+carry the same headers as everything else.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+import time
+import uuid
+from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from app.logs import get_logger
+from app.metrics import Metrics
+
+_SECURITY_HEADERS = [
+    (b"referrer-policy", b"no-referrer"),
+    (b"x-content-type-options", b"nosniff"),
+]
+_REQUEST_ID = re.compile(rb"[A-Za-z0-9._-]{1,64}")
+_UNAUTHORIZED_BODY = b'{"code":"unauthorized","message":"valid bearer token required"}'
+MIN_TOKEN_LENGTH = 32
+
+
+def _header(scope: Scope, name: bytes) -> bytes | None:
+    for key, value in scope["headers"]:
+        if key == name:
+            return bytes(value)
+    return None
+
+
+def route_template(scope: Scope) -> str:
+    """The matched route's path template (`/sessions/{id}`), never the raw path."""
+    route: Any = scope.get("route")
+    path = getattr(route, "path", None)
+    return path if isinstance(path, str) else "unmatched"
+
+
+class Observe:
+    """Request id, security headers, Prometheus series and one log line per HTTP request."""
+
+    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
+        self.app = app
+        self.metrics = metrics
+        self.log = get_logger("foya.http")
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        given = _header(scope, b"x-request-id")
+        request_id = given.decode() if given and _REQUEST_ID.fullmatch(given) else uuid.uuid4().hex
+        status = 500
+        start = time.perf_counter()
+
+        async def send_with_headers(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                headers = list(message.get("headers", []))
+                if not any(k.lower() == b"cache-control" for k, _ in headers):
+                    headers.append((b"cache-control", b"no-store"))
+                headers.extend(_SECURITY_HEADERS)
+                headers.append((b"x-request-id", request_id.encode()))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        self.metrics.in_flight.inc()
+        try:
+            await self.app(scope, receive, send_with_headers)
+        finally:
+            self.metrics.in_flight.dec()
+            elapsed = time.perf_counter() - start
+            route = route_template(scope)
+            method = scope["method"]
+            self.metrics.requests.labels(method, route, str(status)).inc()
+            self.metrics.latency.labels(method, route).observe(elapsed)
+            self.log.info(
+                "request",
+                method=method,
+                route=route,
+                status=status,
+                duration_ms=round(elapsed * 1000, 3),
+                request_id=request_id,
+            )
+
+
+class BearerAuth:
+    """Bearer-token check for TCP listeners: only exact `GET /healthz` is exempt.
+
+    The server holds only the token's SHA-256 hex digest and compares digests in constant time.
+    """
+
+    def __init__(self, app: ASGIApp, token_sha256: str) -> None:
+        self.app = app
+        self.digest = token_sha256.encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan" or self._exempt(scope) or self._authorized(scope):
+            await self.app(scope, receive, send)
+            return
+        if scope["type"] == "websocket":
+            await send({"type": "websocket.close", "code": 1008})
+            return
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 401,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(_UNAUTHORIZED_BODY)).encode()),
+                    (b"www-authenticate", b'Bearer realm="foya"'),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": _UNAUTHORIZED_BODY})
+
+    @staticmethod
+    def _exempt(scope: Scope) -> bool:
+        return bool(
+            scope["type"] == "http" and scope["method"] == "GET" and scope["path"] == "/healthz"
+        )
+
+    def _authorized(self, scope: Scope) -> bool:
+        value = _header(scope, b"authorization")
+        if value is None:
+            return False
+        scheme, _, token = value.partition(b" ")
+        if scheme.lower() != b"bearer" or len(token) < MIN_TOKEN_LENGTH:
+            return False
+        digest = hashlib.sha256(token).hexdigest().encode()
+        return bool(hmac.compare_digest(digest, self.digest))

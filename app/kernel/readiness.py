@@ -1,0 +1,51 @@
+"""Readiness checks behind `GET /readyz`: can this kernel do its job right now?"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Check:
+    """One readiness check's outcome."""
+
+    name: str
+    ok: bool
+    detail: str
+
+
+CheckFn = Callable[[], Awaitable[Check]]
+
+
+def data_dir_writable(data_dir: Path) -> CheckFn:
+    """The data directory accepts a new file."""
+
+    async def check() -> Check:
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=".readyz.", dir=data_dir)
+            os.close(fd)
+            os.unlink(tmp)
+        except OSError as exc:
+            return Check("data_dir", False, f"{data_dir} is not writable: {exc.strerror}")
+        return Check("data_dir", True, "writable")
+
+    return check
+
+
+def free_disk(data_dir: Path, floor_mb: int) -> CheckFn:
+    """The data directory's file system has at least `floor_mb` MiB free."""
+
+    async def check() -> Check:
+        try:
+            free_mb = shutil.disk_usage(data_dir).free // (1024 * 1024)
+        except OSError as exc:
+            return Check("disk", False, f"cannot stat {data_dir}: {exc.strerror}")
+        ok = free_mb >= floor_mb
+        return Check("disk", ok, f"{free_mb} MiB free (floor {floor_mb} MiB)")
+
+    return check

@@ -1,0 +1,229 @@
+"""Listeners and the server loop for `foya serve`.
+
+We open the listening socket ourselves and hand hypercorn its file descriptor (`fd://N`), so the
+Unix-socket rules (data-dir lock, stale-socket check, 0600 mode, removal on exit) and bind errors
+are ours to enforce and report before anything is served. hypercorn runs in this process through
+its Python API: a worker subprocess would double resident memory (DESIGN §7).
+
+Shutdown: SIGINT/SIGTERM (or the parent named by FOYA_PARENT_PID exiting) sets an event; our
+`shutdown_trigger` first tells the kernel to end long-lived streams, then returns so hypercorn
+closes listeners and waits at most `GRACEFUL_TIMEOUT` for requests in flight.
+
+Known limit: hypercorn has no separate timeout for reading a request head. Its `read_timeout`
+applies to every read and would cut SSE streams whose client sends nothing, so it stays off;
+a connection that sends a partial head is closed by the keep-alive idle timeout (120 s).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import logging
+import os
+import signal
+import socket
+import ssl
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from hypercorn.asyncio import serve as hypercorn_serve
+from hypercorn.config import Config
+
+from app.errors import ConfigError
+from app.logs import get_logger
+from app.main import create_app
+from app.settings import ServePlan, Settings
+
+GRACEFUL_TIMEOUT = 8.0
+KEEP_ALIVE_TIMEOUT = 120
+MAX_HEAD_BYTES = 1024 * 1024
+PARENT_POLL_SECONDS = 0.25
+STALE_DIAL_SECONDS = 0.2
+
+
+@dataclass
+class Listener:
+    """A bound, listening socket and what it takes to describe and clean it up."""
+
+    sock: socket.socket
+    address: str
+    unix_path: Path | None = None
+    unix_inode: tuple[int, int] | None = None
+
+    def remove(self) -> None:
+        """Unlink our Unix socket file, unless something else has replaced it meanwhile."""
+        if self.unix_path is None:
+            return
+        with contextlib.suppress(FileNotFoundError):
+            st = os.stat(self.unix_path)
+            if (st.st_dev, st.st_ino) == self.unix_inode:
+                self.unix_path.unlink()
+
+
+@contextlib.contextmanager
+def data_dir_lock(data_dir: Path) -> Iterator[None]:
+    """Hold a non-blocking exclusive flock on `<data-dir>/kernel.lock` (one kernel per data dir)."""
+    data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path = data_dir / "kernel.lock"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+            raise ConfigError(
+                f"--data-dir {data_dir}: another foya kernel (pid {holder}) is using it"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield
+    finally:
+        os.close(fd)
+
+
+def open_unix(path: Path) -> Listener:
+    """Bind the Unix socket (reference §4): 0700 dir, refuse a live socket, replace a stale one."""
+    if len(os.fsencode(path)) > 107:
+        raise ConfigError(f"--socket (FOYA_SOCKET_PATH): path too long for a Unix socket: {path}")
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if path.exists() or path.is_symlink():
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        probe.settimeout(STALE_DIAL_SECONDS)
+        try:
+            probe.connect(str(path))
+        except OSError:
+            path.unlink()  # nobody answers: a stale socket left by a killed kernel
+        else:
+            raise ConfigError(f"--socket {path}: a kernel is already listening there")
+        finally:
+            probe.close()
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old_umask = os.umask(0o177)  # no window in which the socket is reachable by others
+    try:
+        sock.bind(str(path))
+    except OSError as exc:
+        sock.close()
+        raise ConfigError(f"--socket {path}: cannot listen: {exc.strerror}") from exc
+    finally:
+        os.umask(old_umask)
+    os.chmod(path, 0o600)
+    sock.listen(1024)
+    st = os.stat(path)
+    return Listener(sock, f"unix:{path}", path, (st.st_dev, st.st_ino))
+
+
+def open_tcp(plan: ServePlan) -> Listener:
+    """Bind `host:port` (a port of 0 picks a free one; the log line shows the real port)."""
+    try:
+        infos = socket.getaddrinfo(
+            plan.host, plan.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )
+    except socket.gaierror as exc:
+        raise ConfigError(f"--listen: cannot resolve {plan.host!r}: {exc.strerror}") from exc
+    family, kind, proto, _, addr = infos[0]
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    try:
+        sock.bind(addr)
+    except OSError as exc:
+        sock.close()
+        raise ConfigError(f"--listen {plan.host}:{plan.port}: {exc.strerror}") from exc
+    sock.listen(1024)
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if family == socket.AF_INET6 else host
+    return Listener(sock, f"{'https' if plan.tls else 'http'}://{shown}:{port}")
+
+
+def hypercorn_config(plan: ServePlan, listener: Listener) -> Config:
+    """hypercorn settings: HTTP/1.1 + HTTP/2 (ALPN on TLS), TLS ≥ 1.2, 1 MiB heads, 120 s idle."""
+    config = Config()
+    config.keep_alive_timeout = KEEP_ALIVE_TIMEOUT
+    config.graceful_timeout = GRACEFUL_TIMEOUT
+    config.h11_max_incomplete_size = MAX_HEAD_BYTES
+    config.h2_max_header_list_size = MAX_HEAD_BYTES
+    config.include_server_header = False
+    config.accesslog = None
+    config.errorlog = logging.getLogger("hypercorn.error")
+    if plan.tls:
+        config.certfile = str(plan.tls_cert)
+        config.keyfile = str(plan.tls_key)
+        try:
+            config.create_ssl_context()  # hypercorn pins TLS ≥ 1.2 and sets ALPN h2/http1.1
+        except (ssl.SSLError, OSError) as exc:
+            raise ConfigError(f"--tls-cert/--tls-key: cannot load the key pair: {exc}") from exc
+    # hypercorn now owns the descriptor and closes it when it stops.
+    config.bind = [f"fd://{listener.sock.detach()}"]
+    return config
+
+
+def sd_notify(state: str) -> None:
+    """Tell systemd (Type=notify) about our state, if it is listening."""
+    target = os.environ.get("NOTIFY_SOCKET")
+    if not target:
+        return
+    address = "\0" + target[1:] if target.startswith("@") else target
+    with (
+        socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as s,
+        contextlib.suppress(OSError),
+    ):
+        s.connect(address)
+        s.sendall(state.encode())
+
+
+async def _watch_parent(pid: int, stop: asyncio.Event) -> None:
+    while not stop.is_set():
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            get_logger().info("parent process exited; shutting down", parent_pid=pid)
+            stop.set()
+            return
+        except PermissionError:
+            pass  # alive, owned by someone else
+        await asyncio.sleep(PARENT_POLL_SECONDS)
+
+
+async def _serve(settings: Settings, plan: ServePlan, listener: Listener) -> None:
+    log = get_logger()
+    config = hypercorn_config(plan, listener)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    watcher = (
+        asyncio.create_task(_watch_parent(settings.parent_pid, stop))
+        if settings.parent_pid
+        else None
+    )
+
+    def on_started() -> None:
+        log.info(f"foya kernel listening on {listener.address}", transport=plan.transport)
+        sd_notify("READY=1")
+
+    service = create_app(settings, token_sha256=plan.token_sha256, on_started=on_started)
+
+    async def shutdown_trigger() -> None:
+        await stop.wait()
+        sd_notify("STOPPING=1")
+        log.info("shutting down")
+        await service.kernel.begin_shutdown()
+
+    try:
+        await hypercorn_serve(service.app, config, shutdown_trigger=shutdown_trigger)  # type: ignore[arg-type]
+    finally:
+        if watcher is not None:
+            watcher.cancel()
+        log.info("stopped")
+
+
+def run(settings: Settings, plan: ServePlan) -> None:
+    """Serve until a signal; raise `ConfigError` for any refusal before listening."""
+    with data_dir_lock(settings.data_dir):
+        listener = open_unix(plan.socket_path) if plan.socket_path else open_tcp(plan)
+        try:
+            asyncio.run(_serve(settings, plan, listener))
+        finally:
+            listener.remove()

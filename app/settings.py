@@ -1,0 +1,138 @@
+"""Settings: one pydantic-settings object built by the CLI from flags and FOYA_* variables.
+
+`serve_plan()` applies the startup rules of `foya serve` (reference §4) and turns the settings into
+the one transport the server will use. Every refusal is a `ConfigError` whose message names the
+flag or variable to fix.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import platformdirs
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from app.errors import ConfigError
+
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+
+
+def default_data_dir() -> Path:
+    """`<user config dir>/foya`, as the reference and seed 000 place it."""
+    return Path(platformdirs.user_config_dir()) / "foya"
+
+
+class Settings(BaseSettings):
+    """Everything the service is configured with. Built once, in the CLI, and passed down."""
+
+    model_config = SettingsConfigDict(env_prefix="FOYA_", extra="ignore")
+
+    listen_addr: str | None = None
+    socket_path: Path | None = None
+    data_dir: Path = Field(default_factory=default_data_dir)
+    auth_token_hash_file: Path | None = None
+    auth_token_sha256: str | None = None
+    tls_cert_file: Path | None = None
+    tls_key_file: Path | None = None
+    allow_plaintext: bool = False
+    parent_pid: int | None = None
+    log_format: Literal["auto", "json", "console"] = "auto"
+    log_level: str = "info"
+    min_free_disk_mb: int = 256
+
+    @property
+    def resolved_socket_path(self) -> Path:
+        return self.socket_path or self.data_dir / "kernel.sock"
+
+
+@dataclass(frozen=True)
+class ServePlan:
+    """The one listener `foya serve` will open, after every startup rule passed."""
+
+    transport: Literal["unix", "tcp"]
+    socket_path: Path | None = None
+    host: str = ""
+    port: int = 0
+    token_sha256: str | None = None
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+
+    @property
+    def tls(self) -> bool:
+        return self.tls_cert is not None
+
+
+def serve_plan(settings: Settings) -> ServePlan:
+    """Validate the serve rules; raise `ConfigError` naming what to fix."""
+    if not settings.listen_addr:
+        return ServePlan(transport="unix", socket_path=settings.resolved_socket_path)
+    host, port = parse_listen_addr(settings.listen_addr)
+    digest = _token_digest(settings)
+    cert, key = settings.tls_cert_file, settings.tls_key_file
+    if (cert is None) != (key is None):
+        raise ConfigError(
+            "--tls-cert (FOYA_TLS_CERT_FILE) and --tls-key (FOYA_TLS_KEY_FILE) "
+            "must be given together"
+        )
+    for flag, path in (("--tls-cert", cert), ("--tls-key", key)):
+        if path is not None and not path.is_file():
+            raise ConfigError(f"{flag}: cannot read {path}")
+    if cert is None and not settings.allow_plaintext:
+        raise ConfigError(
+            "--listen without TLS needs --allow-plaintext (FOYA_ALLOW_PLAINTEXT=1); "
+            "use it only behind a TLS proxy such as Caddy, or give --tls-cert and --tls-key"
+        )
+    return ServePlan("tcp", host=host, port=port, token_sha256=digest, tls_cert=cert, tls_key=key)
+
+
+def parse_listen_addr(value: str) -> tuple[str, int]:
+    """Parse `host:port` or `[v6]:port`; the host must be a name or an IP literal."""
+    error = ConfigError(f"--listen (FOYA_LISTEN_ADDR): expected host:port, got {value!r}")
+    if value.startswith("["):
+        host, sep, rest = value[1:].partition("]:")
+        if not sep:
+            raise error
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError as exc:
+            raise error from exc
+    else:
+        host, sep, rest = value.rpartition(":")
+        if not sep or not host or ":" in host:
+            raise error
+    if not rest.isdigit() or not 0 <= int(rest) <= 65535:
+        raise error
+    return host, int(rest)
+
+
+def _token_digest(settings: Settings) -> str:
+    env, file = settings.auth_token_sha256, settings.auth_token_hash_file
+    if env and file:
+        raise ConfigError(
+            "set only one of FOYA_AUTH_TOKEN_SHA256 and --auth-token-hash-file "
+            "(FOYA_AUTH_TOKEN_HASH_FILE)"
+        )
+    if file is not None:
+        try:
+            raw = file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(
+                f"--auth-token-hash-file: cannot read {file}: {getattr(exc, 'strerror', exc)}"
+            ) from exc
+        source = "--auth-token-hash-file"
+    elif env:
+        raw, source = env, "FOYA_AUTH_TOKEN_SHA256"
+    else:
+        raise ConfigError(
+            "--listen needs a token digest: --auth-token-hash-file (FOYA_AUTH_TOKEN_HASH_FILE) "
+            "or FOYA_AUTH_TOKEN_SHA256; create one with `foya token --hash-file PATH`"
+        )
+    digest = raw.strip().lower()
+    if not _HEX64.fullmatch(digest):
+        raise ConfigError(f"{source}: the token digest must be exactly 64 hex characters (SHA-256)")
+    return digest
