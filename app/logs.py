@@ -1,12 +1,16 @@
 """Structured logs: JSON lines when stdout is not a TTY, a readable console otherwise.
 
-structlog renders our own events and, through `ProcessorFormatter`, hypercorn's stdlib records too,
-so every line leaves the process in one format. `redact` runs last before rendering: any key that
-looks like a credential is masked, a second line of defence behind never logging headers at all.
+Our own events go straight through structlog (a level-filtering logger writing to stdout: no
+stdlib record, no second formatting pass — the request line is on every request's path).
+Third-party stdlib records (hypercorn) are rendered by the same processors through
+`ProcessorFormatter`, so every line leaves the process in one format. `redact` runs before
+rendering: any key that looks like a credential is masked, a second line of defence behind never
+logging headers or keys at all.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
 from collections.abc import MutableMapping
@@ -17,10 +21,16 @@ import structlog
 _SECRET_KEYS = ("authorization", "token", "api_key", "apikey", "password", "secret", "cookie")
 
 
+@functools.lru_cache(maxsize=512)
+def _secret(key: str) -> bool:
+    lowered = key.lower()
+    return any(s in lowered for s in _SECRET_KEYS)
+
+
 def redact(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
     """Mask values under keys that name credentials."""
-    for key in list(event):
-        if any(s in key.lower() for s in _SECRET_KEYS):
+    for key in event:
+        if _secret(key):
             event[key] = "[redacted]"
     return event
 
@@ -35,19 +45,23 @@ def configure_logging(
         if as_json
         else structlog.dev.ConsoleRenderer(colors=sys.stdout.isatty())
     )
-    shared: list[Any] = [
-        structlog.contextvars.merge_contextvars,
-        structlog.stdlib.add_log_level,
-        structlog.processors.TimeStamper(fmt="iso", utc=True),
-    ]
+    stamp = structlog.processors.TimeStamper(fmt="iso", utc=True)
+    numeric = logging.getLevelNamesMapping().get(level.upper(), logging.INFO)
     structlog.configure(
-        processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
-        logger_factory=structlog.stdlib.LoggerFactory(),
-        wrapper_class=structlog.stdlib.BoundLogger,
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            stamp,
+            structlog.processors.format_exc_info,
+            redact,
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(numeric),
+        logger_factory=structlog.WriteLoggerFactory(sys.stdout),
         cache_logger_on_first_use=True,
     )
     formatter = structlog.stdlib.ProcessorFormatter(
-        foreign_pre_chain=[*shared, structlog.stdlib.ExtraAdder()],
+        foreign_pre_chain=[structlog.stdlib.add_log_level, stamp, structlog.stdlib.ExtraAdder()],
         processors=[
             structlog.stdlib.ProcessorFormatter.remove_processors_meta,
             structlog.processors.format_exc_info,
@@ -59,11 +73,11 @@ def configure_logging(
     handler.setFormatter(formatter)
     root = logging.getLogger()
     root.handlers[:] = [handler]
-    root.setLevel(level.upper())
+    root.setLevel(numeric)
     # hypercorn logs one line per request itself; ours carries the route template and request id.
     logging.getLogger("hypercorn.access").disabled = True
 
 
 def get_logger(name: str = "foya") -> Any:
-    """A bound structlog logger."""
-    return structlog.stdlib.get_logger(name)
+    """A structlog logger that tags its lines with `logger=name`."""
+    return structlog.get_logger().bind(logger=name)

@@ -105,7 +105,7 @@ def parse_listen_addr(value: str) -> tuple[str, int]:
         host, sep, rest = value.rpartition(":")
         if not sep or not host or ":" in host:
             raise error
-    if not rest.isdigit() or not 0 <= int(rest) <= 65535:
+    if not (rest.isascii() and rest.isdigit()) or not 0 <= int(rest) <= 65535:
         raise error
     return host, int(rest)
 

@@ -8,11 +8,12 @@ carry the same headers as everything else.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import re
 import time
-import uuid
+from secrets import token_hex
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -50,13 +51,16 @@ class Observe:
         self.app = app
         self.metrics = metrics
         self.log = get_logger("foya.http")
+        # `labels()` costs a lock and a tuple hash per call; routes are few, so keep the children.
+        self._count = functools.cache(lambda m, r, s: metrics.requests.labels(m, r, str(s)))
+        self._timer = functools.cache(lambda m, r: metrics.latency.labels(m, r))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         given = _header(scope, b"x-request-id")
-        request_id = given.decode() if given and _REQUEST_ID.fullmatch(given) else uuid.uuid4().hex
+        request_id = given.decode() if given and _REQUEST_ID.fullmatch(given) else token_hex(16)
         status = 500
         start = time.perf_counter()
 
@@ -80,8 +84,8 @@ class Observe:
             elapsed = time.perf_counter() - start
             route = route_template(scope)
             method = scope["method"]
-            self.metrics.requests.labels(method, route, str(status)).inc()
-            self.metrics.latency.labels(method, route).observe(elapsed)
+            self._count(method, route, status).inc()
+            self._timer(method, route).observe(elapsed)
             self.log.info(
                 "request",
                 method=method,

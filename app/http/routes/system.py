@@ -26,9 +26,9 @@ def router(kernel: Kernel) -> APIRouter:
     api = APIRouter(tags=["system"])
 
     @api.get("/healthz", response_class=PlainTextResponse)
-    async def healthz() -> str:
+    async def healthz() -> Response:
         """Liveness: the process answers. Never authenticated."""
-        return "ok"
+        return PlainTextResponse("ok")
 
     @api.get("/readyz", responses={503: {"description": "a readiness check failed"}})
     async def readyz() -> Readiness:
