@@ -18,20 +18,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import logging
 import os
 import signal
 import socket
 import ssl
-from collections.abc import Iterator
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 from hypercorn.asyncio import serve as hypercorn_serve
 from hypercorn.config import Config
 
-from app.errors import ConfigError
+from app.errors import ConfigError, FoyaError
+from app.files import data_dir_lock
 from app.logs import get_logger
 from app.main import create_app
 from app.settings import ServePlan, Settings
@@ -62,39 +62,22 @@ class Listener:
                 self.unix_path.unlink()
 
 
-@contextlib.contextmanager
-def data_dir_lock(data_dir: Path) -> Iterator[None]:
-    """Hold a non-blocking exclusive flock on `<data-dir>/kernel.lock` (one kernel per data dir)."""
-    data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    path = data_dir / "kernel.lock"
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
-            raise ConfigError(
-                f"--data-dir {data_dir}: another foya kernel (pid {holder}) is using it"
-            ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        yield
-    finally:
-        os.close(fd)
-
-
 def open_unix(path: Path) -> Listener:
     """Bind the Unix socket (reference §4): 0700 dir, refuse a live socket, replace a stale one."""
     if len(os.fsencode(path)) > 107:
         raise ConfigError(f"--socket (FOYA_SOCKET_PATH): path too long for a Unix socket: {path}")
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     if path.exists() or path.is_symlink():
+        if not stat.S_ISSOCK(path.lstat().st_mode):
+            raise ConfigError(f"--socket {path}: something that is not a socket is there")
         probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         probe.settimeout(STALE_DIAL_SECONDS)
         try:
             probe.connect(str(path))
-        except OSError:
-            path.unlink()  # nobody answers: a stale socket left by a killed kernel
+        except ConnectionRefusedError:
+            path.unlink()  # nobody listens: a stale socket left by a killed kernel
+        except OSError as exc:
+            raise ConfigError(f"--socket {path}: cannot probe it: {exc.strerror}") from exc
         else:
             raise ConfigError(f"--socket {path}: a kernel is already listening there")
         finally:
@@ -204,6 +187,10 @@ async def _serve(settings: Settings, plan: ServePlan, listener: Listener) -> Non
         sd_notify("READY=1")
 
     service = create_app(settings, token_sha256=plan.token_sha256, on_started=on_started)
+    try:
+        await service.kernel.start()
+    except FoyaError as exc:  # e.g. a database newer than this code: refuse before listening
+        raise ConfigError(f"--data-dir {settings.data_dir}: {exc.message}") from exc
 
     async def shutdown_trigger() -> None:
         await stop.wait()

@@ -22,6 +22,19 @@ class Check:
 CheckFn = Callable[[], Awaitable[Check]]
 
 
+def database(ping: Callable[[], Awaitable[int]]) -> CheckFn:
+    """The database answers a query."""
+
+    async def check() -> Check:
+        try:
+            head = await ping()
+        except Exception as exc:
+            return Check("database", False, f"query failed: {type(exc).__name__}")
+        return Check("database", True, f"head seq {head}")
+
+    return check
+
+
 def data_dir_writable(data_dir: Path) -> CheckFn:
     """The data directory accepts a new file."""
 

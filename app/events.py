@@ -1,0 +1,72 @@
+"""Event kinds and the event envelope shared by the store, the kernel, the broker and SSE.
+
+Wire envelope (reference §2): `{seq, kind, session, run_id?, time, payload?}`. `seq` is the global
+`events` rowid; deltas are never stored and carry seq 0.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+MESSAGE_END = "message_end"
+MESSAGE_IMPORTED = "message_imported"
+MESSAGE_DELTA = "message_delta"
+REASONING_DELTA = "reasoning_delta"
+USAGE_UPDATED = "usage_updated"
+COMPACTION_COMPLETED = "compaction_completed"
+CONTEXT_REQUEST_ACCEPTED = "context_request_accepted"
+HISTORY_REWOUND = "history_rewound"
+FILE_REVIEW_RESOLVED = "file_review_resolved"
+SESSION_FORKED = "session_forked"
+SESSION_UPDATED = "session_updated"
+SESSION_DELETED = "session_deleted"
+QUEUE_UPDATED = "queue_updated"
+TURN_STARTED = "turn_started"
+TURN_COMPLETE = "turn_complete"
+
+#: Kinds delivered lossily and never stored.
+LOSSY_KINDS = frozenset({MESSAGE_DELTA, REASONING_DELTA})
+#: Kinds that carry a Message payload and enter `message_projection`.
+MESSAGE_KINDS = frozenset({MESSAGE_END, MESSAGE_IMPORTED})
+
+
+def iso_time(ns: int) -> str:
+    """RFC 3339 UTC with microseconds, as the wire `time` field."""
+    moment = dt.datetime.fromtimestamp(ns / 1e9, tz=dt.UTC)
+    return moment.isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """A fact, stored (seq > 0) or a transient delta (seq 0)."""
+
+    seq: int
+    kind: str
+    session: str
+    run_id: str | None
+    time_ns: int
+    payload: Any = None
+
+    def wire(self) -> dict[str, Any]:
+        """The JSON envelope clients receive."""
+        out: dict[str, Any] = {"seq": self.seq, "kind": self.kind, "session": self.session}
+        if self.run_id:
+            out["run_id"] = self.run_id
+        out["time"] = iso_time(self.time_ns)
+        if self.payload is not None:
+            out["payload"] = self.payload
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class EventDraft:
+    """An event to append. `blobs` are file contents the payload references by SHA-256."""
+
+    session: str
+    kind: str
+    payload: Any = None
+    run_id: str | None = None
+    blobs: Mapping[str, bytes] = field(default_factory=dict)

@@ -1,0 +1,169 @@
+"""The event store: `<data-dir>/foya.db`, one connection on one thread (DESIGN §3-4).
+
+`Store` is the async façade the kernel uses. Every method runs its SQL on the store thread; a
+write returns only after the COMMIT that holds it returned.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from app.events import Event, EventDraft
+from app.store import checkpoints, history, journals, retention, sessions, usage
+from app.store import events as log
+from app.store.db import Database
+from app.store.schema import SchemaTooNew, migrate
+
+__all__ = ["RecoveryReport", "SchemaTooNew", "Store"]
+
+T = TypeVar("T")
+DB_NAME = "foya.db"
+
+
+@dataclass(frozen=True)
+class RecoveryReport:
+    """What startup recovery changed."""
+
+    sessions_reset: int
+    snapshots_cleared: int
+    file_changes_pruned: int
+    pending_journals: list[journals.Journal]
+
+
+class Store:
+    """Facts, projections and session rows."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.path = data_dir / DB_NAME
+        self.db = Database(self.path)
+
+    def open(self) -> None:
+        """Open (creating or migrating) the database. Blocking; raises `SchemaTooNew`."""
+        self.db.start(migrate)
+
+    def close(self) -> None:
+        """Finish queued work and close the connection."""
+        self.db.close()
+
+    async def ping(self) -> int:
+        """Run a trivial query; returns the head seq."""
+        return await self.db.read(log.head_seq)
+
+    # -- facts -----------------------------------------------------------------------------
+
+    async def append(self, draft: EventDraft) -> Event:
+        """Store one event with its projections."""
+        return await self.db.write(lambda c: log.append(c, draft))
+
+    async def append_all(self, drafts: Sequence[EventDraft]) -> list[Event]:
+        """Store several events atomically, in order."""
+        return await self.db.write(lambda c: log.append_all(c, drafts))
+
+    async def transact(self, fn: Callable[[Any], T]) -> T:
+        """Run a composite store operation (from this package's modules) atomically."""
+        return await self.db.write(fn)
+
+    async def events_after(
+        self, after_seq: int, limit: int = 500, session: str | None = None
+    ) -> list[Event]:
+        """Stored events after `after_seq` (for replay), oldest first."""
+        return await self.db.read(lambda c: log.events_after(c, after_seq, limit, session))
+
+    async def head_seq(self) -> int:
+        return await self.db.read(log.head_seq)
+
+    async def history(
+        self, session: str, after_seq: int = 0, limit: int = -1
+    ) -> list[dict[str, Any]]:
+        """Active messages of `session`, paged by seq."""
+        return await self.db.read(lambda c: log.history(c, session, after_seq, limit))
+
+    async def history_head(self, session: str) -> int:
+        return await self.db.read(lambda c: log.history_head(c, session))
+
+    # -- history operations ------------------------------------------------------------------
+
+    async def rewind(
+        self,
+        session: str,
+        target_user_seq: int,
+        expected_head_seq: int,
+        files: list[dict[str, Any]] | None = None,
+    ) -> Event:
+        return await self.db.write(
+            lambda c: history.rewind(c, session, target_user_seq, expected_head_seq, files)
+        )
+
+    async def fork(
+        self, source: str, new_row: dict[str, Any], through_seq: int | None, forked_at: str
+    ) -> list[Event]:
+        return await self.db.write(
+            lambda c: history.fork(c, source, new_row, through_seq, forked_at)
+        )
+
+    async def delete_session(self, session: str) -> None:
+        await self.db.write(lambda c: history.delete_session(c, session, time.time_ns()))
+
+    async def checkpoint(self, session: str) -> dict[str, Any] | None:
+        """The session's valid compaction checkpoint (repaired or dropped if broken)."""
+        return await self.db.write(lambda c: checkpoints.load(c, session))
+
+    # -- sessions ------------------------------------------------------------------------------
+
+    async def create_session(self, row: dict[str, Any]) -> None:
+        await self.db.write(lambda c: sessions.insert(c, row))
+
+    async def update_session(
+        self, session: str, fields: dict[str, Any], event: EventDraft | None = None
+    ) -> Event | None:
+        """Update a session row, and append `event` (e.g. `session_updated`) atomically."""
+
+        def run(c: Any) -> Event | None:
+            if not sessions.update(c, session, fields):
+                log.require_live_session(c, session)
+            return log.append(c, event) if event is not None else None
+
+        return await self.db.write(run)
+
+    async def get_session(self, session: str) -> dict[str, Any] | None:
+        return await self.db.read(lambda c: sessions.get(c, session))
+
+    async def list_sessions(
+        self, *, parent_id: str | None = None, project_id: str | None = None
+    ) -> list[dict[str, Any]]:
+        return await self.db.read(
+            lambda c: sessions.list_rows(c, parent_id=parent_id, project_id=project_id)
+        )
+
+    # -- usage ---------------------------------------------------------------------------------
+
+    async def last_usage(self, session: str) -> dict[str, Any] | None:
+        return await self.db.read(lambda c: usage.last_request(c, session))
+
+    async def usage_ledgers(self, since_day: str) -> tuple[Any, Any, Any]:
+        """(tokens per day and model, user messages per day, sessions per day) since a day."""
+        return await self.db.read(lambda c: usage.ledgers(c, since_day))
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    async def recover(self) -> RecoveryReport:
+        """Startup recovery (seed 000 "重启恢复"): reset phases, drop partial streams, prune."""
+
+        def run(c: Any) -> RecoveryReport:
+            reset = c.execute("UPDATE sessions SET phase = 'idle' WHERE phase != 'idle'").rowcount
+            cleared = c.execute("DELETE FROM stream_snapshots").rowcount
+            pruned = retention.prune(c, time.time_ns())
+            return RecoveryReport(reset, cleared, pruned, journals.pending(c))
+
+        return await self.db.write(run)
+
+    async def finish_journal(self, journal: int) -> None:
+        await self.db.write(lambda c: journals.finish(c, journal))
+
+    async def prune(self) -> int:
+        """Apply file-change retention now; return rows pruned."""
+        return await self.db.write(lambda c: retention.prune(c, time.time_ns()))

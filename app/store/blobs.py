@@ -1,0 +1,81 @@
+"""File contents keyed by SHA-256, gzip-compressed, stored once (seed 000 "文件 Blob")."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import sqlite3
+from collections.abc import Iterable
+
+from app.errors import FoyaError
+
+
+class BlobMissing(FoyaError):
+    """An event referenced a blob that is not stored."""
+
+    code = "blob_missing"
+
+
+class BlobCorrupt(FoyaError):
+    """A stored blob does not decompress to the content its hash names."""
+
+    code = "blob_corrupt"
+
+
+def digest(data: bytes) -> str:
+    """The blob key of `data`."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def put(conn: sqlite3.Connection, data: bytes) -> str:
+    """Store `data` once; return its hash."""
+    key = digest(data)
+    conn.execute(
+        "INSERT OR IGNORE INTO file_blobs(hash, codec, raw_size, data) VALUES (?, 'gzip', ?, ?)",
+        (key, len(data), gzip.compress(data, compresslevel=6, mtime=0)),
+    )
+    return key
+
+
+def get(conn: sqlite3.Connection, key: str) -> bytes:
+    """The content of blob `key`, verified against its hash."""
+    row = conn.execute("SELECT data FROM file_blobs WHERE hash = ?", (key,)).fetchone()
+    if row is None:
+        raise BlobMissing(f"blob {key} is not stored")
+    if not matches(key, row[0]):
+        raise BlobCorrupt(f"blob {key} does not match its hash")
+    return gzip.decompress(row[0])
+
+
+def matches(key: str, stored: bytes) -> bool:
+    """Whether gzip data `stored` decompresses to content hashing to `key`."""
+    try:
+        return digest(gzip.decompress(stored)) == key
+    except (OSError, EOFError):
+        return False
+
+
+def require(conn: sqlite3.Connection, keys: Iterable[str | None]) -> None:
+    """Raise `BlobMissing` unless every non-null key is stored."""
+    for key in keys:
+        if key is not None and (
+            conn.execute("SELECT 1 FROM file_blobs WHERE hash = ?", (key,)).fetchone() is None
+        ):
+            raise BlobMissing(f"blob {key} is not stored")
+
+
+def collect_garbage(conn: sqlite3.Connection) -> int:
+    """Delete blobs no file change or rewind journal references; return how many."""
+    cur = conn.execute(
+        """
+        DELETE FROM file_blobs WHERE hash NOT IN (
+            SELECT before_blob_hash FROM file_changes WHERE before_blob_hash IS NOT NULL
+            UNION SELECT after_blob_hash FROM file_changes WHERE after_blob_hash IS NOT NULL
+            UNION SELECT original_blob_hash FROM file_rewind_journal_files
+                WHERE original_blob_hash IS NOT NULL
+            UNION SELECT target_blob_hash FROM file_rewind_journal_files
+                WHERE target_blob_hash IS NOT NULL
+        )
+        """
+    )
+    return cur.rowcount

@@ -1,0 +1,118 @@
+"""Appending facts and reading them back. Functions here run on the store thread."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from app.errors import NotFound
+from app.events import Event, EventDraft
+from app.store import blobs
+from app.store.projections import dumps, project
+
+
+class SessionNotFound(NotFound):
+    """No such session."""
+
+
+class SessionDeleted(NotFound):
+    """The session was deleted; late appends are refused (seed 001 "删除边界")."""
+
+
+def require_live_session(conn: sqlite3.Connection, session: str) -> None:
+    """Raise unless `session` exists; a deleted one raises `SessionDeleted`."""
+    if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session,)).fetchone() is not None:
+        return
+    if conn.execute("SELECT 1 FROM deleted_sessions WHERE session_id = ?", (session,)).fetchone():
+        raise SessionDeleted(f"session {session} was deleted")
+    raise SessionNotFound(f"session {session} not found")
+
+
+def append(conn: sqlite3.Connection, draft: EventDraft, now_ns: int | None = None) -> Event:
+    """Store `draft` and update its projections; the caller owns the transaction."""
+    require_live_session(conn, draft.session)
+    for data in draft.blobs.values():
+        blobs.put(conn, data)
+    when = now_ns if now_ns is not None else time.time_ns()
+    payload = None if draft.payload is None else dumps(draft.payload)
+    cur = conn.execute(
+        "INSERT INTO events(session_id, run_id, kind, occurred_at_ns, payload_json)"
+        " VALUES (?, ?, ?, ?, ?)",
+        (draft.session, draft.run_id, draft.kind, when, payload),
+    )
+    seq = cur.lastrowid
+    assert seq is not None
+    event = Event(seq, draft.kind, draft.session, draft.run_id, when, draft.payload)
+    project(conn, event)
+    return event
+
+
+def append_all(conn: sqlite3.Connection, drafts: Iterable[EventDraft]) -> list[Event]:
+    """Append several drafts in the caller's transaction, in order."""
+    return [append(conn, d) for d in drafts]
+
+
+def row_event(row: tuple[Any, ...]) -> Event:
+    """An `events` row (seq, session_id, run_id, kind, occurred_at_ns, payload_json) → Event."""
+    seq, session, run_id, kind, when, payload = row
+    return Event(seq, kind, session, run_id, when, None if payload is None else json.loads(payload))
+
+
+_EVENT_COLUMNS = "seq, session_id, run_id, kind, occurred_at_ns, payload_json"
+
+
+def events_after(
+    conn: sqlite3.Connection, after_seq: int, limit: int, session: str | None = None
+) -> list[Event]:
+    """Stored events with seq > `after_seq`, oldest first, at most `limit` (keyset paging)."""
+    if session is None:
+        rows = conn.execute(
+            f"SELECT {_EVENT_COLUMNS} FROM events WHERE seq > ? ORDER BY seq LIMIT ?",
+            (after_seq, limit),
+        )
+    else:
+        rows = conn.execute(
+            f"SELECT {_EVENT_COLUMNS} FROM events"
+            " WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+            (session, after_seq, limit),
+        )
+    return [row_event(r) for r in rows]
+
+
+def head_seq(conn: sqlite3.Connection) -> int:
+    """The highest seq ever assigned (0 for an empty log)."""
+    row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'events'").fetchone()
+    return int(row[0]) if row else 0
+
+
+def message_of(event_seq: int, payload: Any) -> dict[str, Any]:
+    """A stored Message payload with its `event_seq`."""
+    message = dict(payload) if isinstance(payload, dict) else {}
+    message["event_seq"] = event_seq
+    return message
+
+
+def history(
+    conn: sqlite3.Connection, session: str, after_seq: int = 0, limit: int = -1
+) -> list[dict[str, Any]]:
+    """Active messages of `session` with seq > `after_seq`, in seq order (limit -1: all)."""
+    rows = conn.execute(
+        "SELECT e.seq, e.payload_json FROM message_projection m"
+        " JOIN events e ON e.seq = m.event_seq"
+        " WHERE m.session_id = ? AND m.active = 1 AND m.event_seq > ?"
+        " ORDER BY m.event_seq LIMIT ?",
+        (session, after_seq, limit),
+    )
+    return [message_of(seq, json.loads(payload)) for seq, payload in rows]
+
+
+def history_head(conn: sqlite3.Connection, session: str) -> int:
+    """Seq of the last active message of `session` (0 if none)."""
+    row = conn.execute(
+        "SELECT MAX(event_seq) FROM message_projection WHERE session_id = ? AND active = 1",
+        (session,),
+    ).fetchone()
+    return int(row[0] or 0)

@@ -1,0 +1,125 @@
+"""History operations as facts (seed 001): rewind, fork and the one exception, delete."""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+from app import events as k
+from app.errors import BadRequest, Conflict, NotFound
+from app.events import Event, EventDraft
+from app.store import blobs, sessions
+from app.store.events import append, history, history_head, require_live_session
+
+
+class MessageNotFound(NotFound):
+    """The message seq is not an active message of the session."""
+
+    code = "message_not_found"
+
+
+class HistoryChanged(Conflict):
+    """The session's history moved since the caller looked."""
+
+    code = "history_changed"
+
+
+class NotAUserMessage(BadRequest):
+    """Rewind targets a user message."""
+
+    code = "invalid_message_seq"
+
+
+def active_message(conn: sqlite3.Connection, session: str, seq: int) -> str:
+    """The role of active message `seq` of `session`; `MessageNotFound` otherwise."""
+    row = conn.execute(
+        "SELECT role FROM message_projection WHERE event_seq = ? AND session_id = ? AND active = 1",
+        (seq, session),
+    ).fetchone()
+    if row is None:
+        raise MessageNotFound(f"message {seq} is not in the active history of session {session}")
+    return str(row[0])
+
+
+def rewind(
+    conn: sqlite3.Connection,
+    session: str,
+    target_user_seq: int,
+    expected_head_seq: int,
+    files: list[dict[str, Any]] | None = None,
+) -> Event:
+    """Deactivate `target_user_seq` and everything after it by appending `history_rewound`."""
+    require_live_session(conn, session)
+    if active_message(conn, session, target_user_seq) != "user":
+        raise NotAUserMessage(f"message {target_user_seq} is not a user message")
+    head = history_head(conn, session)
+    if head != expected_head_seq:
+        raise HistoryChanged(f"history head is {head}, expected {expected_head_seq}")
+    payload: dict[str, Any] = {"target_user_seq": target_user_seq}
+    if files:
+        payload["files"] = files
+    return append(conn, EventDraft(session, k.HISTORY_REWOUND, payload))
+
+
+def fork(
+    conn: sqlite3.Connection,
+    source: str,
+    new_row: dict[str, Any],
+    through_seq: int | None,
+    forked_at: str,
+) -> list[Event]:
+    """Create session `new_row` holding copies of `source`'s active messages up to `through_seq`.
+
+    Copies are `message_imported` events with new seqs, so later changes to the source never
+    reach the fork.
+    """
+    require_live_session(conn, source)
+    if through_seq is not None:
+        active_message(conn, source, through_seq)
+    messages = [
+        m
+        for m in history(conn, source)
+        if through_seq is None or int(m["event_seq"]) <= through_seq
+    ]
+    sessions.insert(conn, new_row)
+    new = str(new_row["id"])
+    last = through_seq if through_seq is not None else history_head(conn, source)
+    forked = append(
+        conn,
+        EventDraft(
+            new,
+            k.SESSION_FORKED,
+            {
+                "source_session_id": source,
+                "through_seq": last,
+                "forked_at": forked_at,
+                "message_count": len(messages),
+            },
+        ),
+    )
+    out = [forked]
+    for message in messages:
+        copy = {key: value for key, value in message.items() if key != "event_seq"}
+        out.append(append(conn, EventDraft(new, k.MESSAGE_IMPORTED, copy)))
+    return out
+
+
+def delete_session(conn: sqlite3.Connection, session: str, now_ns: int) -> None:
+    """Mark `session` deleted and remove its facts and projections; keep the daily ledgers."""
+    conn.execute(
+        "INSERT OR IGNORE INTO deleted_sessions(session_id, deleted_at_ns) VALUES (?, ?)",
+        (session, now_ns),
+    )
+    for table, column in (
+        ("file_changes", "session_id"),
+        ("usage_records", "session_id"),
+        ("compaction_checkpoints", "session_id"),
+        ("context_accepted_boundaries", "session_id"),
+        ("stream_snapshots", "session_id"),
+        ("file_rewind_journals", "session_id"),
+        ("message_projection", "session_id"),
+        ("events", "session_id"),
+        ("sessions", "id"),
+    ):
+        conn.execute(f"DELETE FROM {table} WHERE {column} = ?", (session,))
+    blobs.collect_garbage(conn)
