@@ -186,6 +186,67 @@ def check(
         raise typer.Exit(1)
 
 
+@cli.command("exec")
+def exec_(
+    prompt: Annotated[str, typer.Argument(help="The message to send.", show_default=False)],
+    session: Annotated[
+        str | None, typer.Option("--session", help="Continue this session (default: a new one).")
+    ] = None,
+    socket: Annotated[
+        Path | None,
+        typer.Option("--socket", help="Unix socket [FOYA_SOCKET_PATH; <data-dir>/kernel.sock]."),
+    ] = None,
+    url: Annotated[
+        str | None, typer.Option("--url", help="TCP kernel, e.g. https://host:port.")
+    ] = None,
+    token_file: Annotated[
+        Path | None,
+        typer.Option("--token-file", help="File holding the bearer token for --url [FOYA_TOKEN]."),
+    ] = None,
+    cacert: Annotated[
+        Path | None, typer.Option("--cacert", help="PEM certificate to trust for --url.")
+    ] = None,
+    data_dir: DataDirOpt = None,
+    approve_all: Annotated[
+        bool, typer.Option("--approve-all", help="Approve every tool call without asking.")
+    ] = False,
+    show_reasoning: Annotated[
+        bool, typer.Option("--show-reasoning", help="Print reasoning, dimmed, on stderr.")
+    ] = False,
+    model: Annotated[str | None, typer.Option("--model", help="Model of a new session.")] = None,
+    project_id: Annotated[
+        str | None, typer.Option("--project-id", help="Project of a new session.")
+    ] = None,
+) -> None:
+    """Run one turn on a kernel and stream its reply; exit 0 completed, 1 failed, 130 cancelled."""
+    import os
+
+    from app.client import ExecOptions, Target, run_exec
+
+    if url is not None and socket is not None:
+        fail("give either --socket or --url, not both")
+    if url is None and (token_file is not None or cacert is not None):
+        fail("--token-file and --cacert need --url")
+    if url is not None and not url.startswith(("http://", "https://")):
+        fail(f"--url: expected http(s)://host:port, got {url!r}")
+    if cacert is not None and not cacert.is_file():
+        fail(f"--cacert: cannot read {cacert}")
+    if url is None:
+        target = Target(
+            socket=build_settings(data_dir=data_dir, socket_path=socket).resolved_socket_path
+        )
+    else:
+        secret = os.environ.get("FOYA_TOKEN") or None
+        if token_file is not None:
+            try:
+                secret = token_file.read_text(encoding="utf-8").strip() or None
+            except (OSError, UnicodeDecodeError) as exc:
+                fail(f"--token-file: cannot read {token_file} ({type(exc).__name__})")
+        target = Target(url=url.rstrip("/"), token=secret, cacert=cacert)
+    opts = ExecOptions(prompt, session, approve_all, show_reasoning, model, project_id)
+    raise typer.Exit(run_exec(target, opts, sys.stdout, sys.stderr, sys.stdin))
+
+
 def main() -> None:
     """Console-script entry point."""
     cli(prog_name="foya")

@@ -25,7 +25,16 @@ SESSION_UPDATED = "session_updated"
 SESSION_DELETED = "session_deleted"
 QUEUE_UPDATED = "queue_updated"
 TURN_STARTED = "turn_started"
+TURN_CANCEL_REQUESTED = "turn_cancel_requested"
 TURN_COMPLETE = "turn_complete"
+TOOL_BEGIN = "tool_begin"
+TOOL_UPDATE = "tool_update"
+TOOL_END = "tool_end"
+APPROVAL_REQUEST = "approval_request"
+APPROVAL_RESOLVED = "approval_resolved"
+ERROR = "error"
+#: Beyond Foya: the text generated so far, sent first to a client that joins mid-generation.
+MESSAGE_SNAPSHOT = "message_snapshot"
 
 #: Kinds delivered lossily and never stored.
 LOSSY_KINDS = frozenset({MESSAGE_DELTA, REASONING_DELTA})

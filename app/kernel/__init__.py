@@ -5,12 +5,41 @@ HTTP routes make one call on `Kernel` and shape the answer; the kernel never see
 
 from __future__ import annotations
 
-from app.errors import Unavailable
-from app.kernel.readiness import Check, CheckFn, data_dir_writable, free_disk
+import asyncio
+import contextlib
+import datetime as dt
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from app.broker import Broker
+from app.errors import FoyaError, Unavailable
+from app.events import MESSAGE_SNAPSHOT, Event
+from app.kernel import usage
+from app.kernel.approvals import Approvals
+from app.kernel.connections import Connections
+from app.kernel.ids import now_ns
+from app.kernel.projects import Projects
+from app.kernel.providers import Providers
+from app.kernel.queue import Queues
+from app.kernel.readiness import Check, CheckFn, data_dir_writable, database, free_disk
+from app.kernel.recovery import recover
+from app.kernel.runner import Turns
+from app.kernel.sessions import Sessions, topic
+from app.kernel.streams import SessionStream
 from app.metrics import Metrics
+from app.providers.base import ProviderError
 from app.settings import Settings
+from app.store import Store
+from app.tools import registry
 
 __all__ = ["Check", "Kernel", "NotReady"]
+
+READINESS_TTL = 1.0
+
+
+class BadGateway(FoyaError):
+    status = 502
 
 
 class NotReady(Unavailable):
@@ -31,24 +60,123 @@ class Kernel:
     def __init__(self, settings: Settings, metrics: Metrics) -> None:
         self.settings = settings
         self.metrics = metrics
+        self.store = Store(settings.data_dir)
+        self.broker = Broker(metrics)
+        self.projects = Projects(settings.data_dir)
+        self.connections = Connections(settings.data_dir)
+        self.sessions = Sessions(
+            self.store, self.broker, self.projects, self.connections, settings.data_dir
+        )
+        self.providers = Providers(self.connections)
+        self.approvals = Approvals()
+        self.queues = Queues()
+        self.turns = Turns(
+            self.sessions,
+            self.store,
+            self.providers,
+            self.approvals,
+            self.queues,
+            registry(),
+            settings.data_dir,
+        )
+        self.sessions.is_busy = self.turns.is_busy
+        self.sessions.stop_work = self.turns.stop
+        self._started = False
+        self._readiness: tuple[float, list[Check]] | None = None
         self._checks: list[CheckFn] = [
+            database(self.store.ping),
             data_dir_writable(settings.data_dir),
             free_disk(settings.data_dir, settings.min_free_disk_mb),
         ]
 
     async def start(self) -> None:
-        """Open what the kernel owns. Called once by the app's lifespan."""
+        """Open the store and recover from any crash. Idempotent: the server calls it before
+        listening (so a refusal such as a too-new database is a clean startup error), and the
+        app's lifespan calls it for in-process use."""
+        if self._started:
+            return
         self.settings.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        await asyncio.to_thread(self.store.open)
+        self._started = True
+        self.projects.load()
+        self.connections.load()
+        await recover(self.store)
 
     async def begin_shutdown(self) -> None:
         """First step of a graceful stop: end long-lived work so streams close themselves."""
+        await self.turns.stop_all()
+        self.broker.close()
 
     async def close(self) -> None:
         """Release what `start` opened."""
+        if self._started:
+            await asyncio.to_thread(self.store.close)
+            self._started = False
 
     async def readiness(self) -> list[Check]:
-        """Run every readiness check; raise `NotReady` listing the failures."""
-        checks = [await check() for check in self._checks]
+        """Run every readiness check; raise `NotReady` listing the failures.
+
+        Results are reused for `READINESS_TTL` seconds so a busy prober costs no disk work."""
+        now = time.monotonic()
+        if self._readiness is None or now - self._readiness[0] > READINESS_TTL:
+            self._readiness = (now, [await check() for check in self._checks])
+        checks = self._readiness[1]
         if not all(c.ok for c in checks):
             raise NotReady(checks)
         return checks
+
+    @contextlib.asynccontextmanager
+    async def session_events(self, session: str, after: int | None) -> AsyncIterator[SessionStream]:
+        """A stream of the session's events: stored ones after `after` (if given), then live."""
+        await self.sessions.row(session)
+        with self.broker.subscribe(topic(session)) as sub:
+            stream = SessionStream(self.store, session, sub, after)
+            # Taken after subscribing, so the deltas that follow continue exactly this text.
+            partial = self.turns.partial(session)
+            if partial is not None:
+                stream.prepend([Event(0, MESSAGE_SNAPSHOT, session, None, now_ns(), partial)])
+            yield stream
+
+    async def usage_report(self, days: int) -> dict[str, Any]:
+        """`GET /usage`: totals over `days`, a year of daily activity, per-model shares."""
+        today = dt.datetime.now(dt.UTC).date()
+        if days not in usage.RANGES:
+            raise usage.InvalidRange("days: must be 7 or 30")
+        since = (today - dt.timedelta(days=usage.ACTIVITY_DAYS - 1)).isoformat()
+        tokens, messages, session_days = await self.store.usage_ledgers(since)
+        return usage.report(days, today, tokens, messages, session_days)
+
+    async def delete_project(self, project_id: str) -> None:
+        """Remove a project and its sessions; its directory is never touched."""
+        self.projects.get(project_id)
+        for row in await self.store.list_sessions(project_id=project_id):
+            await self.sessions.delete(row["id"])
+        await self.projects.remove(project_id)
+
+    async def delete_connection(self, connection_id: str) -> None:
+        """Remove a connection; sessions using it keep their model but lose the connection."""
+        await self.connections.remove(connection_id)
+        self.providers.forget(connection_id)
+        for session in await self.store.sessions_using(connection_id):
+            await self.sessions.save(session, {"connection_id": None, "updated_at_ns": now_ns()})
+
+    async def list_models(self, connection_id: str, refresh: bool) -> dict[str, Any]:
+        """The connection's models; `refresh` asks the provider and stores the answer."""
+        connection = self.connections.get(connection_id)
+        models = list(connection.get("models") or [])
+        if refresh or not models:
+            try:
+                models = await self.providers.for_connection(connection_id).models()
+            except ProviderError as exc:
+                raise BadGateway(exc.message, code="models_failed") from None
+            await self.connections.update(connection_id, {"models": models})
+        out: dict[str, Any] = {"models": models}
+        settings = connection.get("model_settings") or {}
+        windows = {m: s["context_window"] for m, s in settings.items() if s.get("context_window")}
+        if windows:
+            out["context_windows"] = windows
+        return out
+
+    async def queue_items(self, session: str) -> list[dict[str, Any]]:
+        await self.sessions.row(session)
+        return self.queues.items(session)

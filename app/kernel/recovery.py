@@ -39,7 +39,7 @@ async def recover(store: Store) -> None:
     log.info(
         "recovery done",
         sessions_reset=report.sessions_reset,
-        snapshots_cleared=report.snapshots_cleared,
+        turns_interrupted=report.turns_interrupted,
         file_changes_pruned=report.file_changes_pruned,
         journals_rolled_back=len(report.pending_journals),
     )

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from app.events import Event, EventDraft
-from app.store import checkpoints, history, journals, retention, sessions, usage
+from app.store import checkpoints, history, journals, retention, sessions, snapshots, usage
 from app.store import events as log
 from app.store.db import Database
 from app.store.schema import SchemaTooNew, migrate
@@ -29,7 +29,7 @@ class RecoveryReport:
     """What startup recovery changed."""
 
     sessions_reset: int
-    snapshots_cleared: int
+    turns_interrupted: int
     file_changes_pruned: int
     pending_journals: list[journals.Journal]
 
@@ -129,6 +129,17 @@ class Store:
 
         return await self.db.write(run)
 
+    async def sessions_using(self, connection_id: str) -> list[str]:
+        """Ids of sessions bound to a connection."""
+        return await self.db.read(
+            lambda c: [
+                r[0]
+                for r in c.execute(
+                    "SELECT id FROM sessions WHERE connection_id = ?", (connection_id,)
+                )
+            ]
+        )
+
     async def get_session(self, session: str) -> dict[str, Any] | None:
         return await self.db.read(lambda c: sessions.get(c, session))
 
@@ -148,6 +159,15 @@ class Store:
         """(tokens per day and model, user messages per day, sessions per day) since a day."""
         return await self.db.read(lambda c: usage.ledgers(c, since_day))
 
+    # -- stream snapshots ------------------------------------------------------------------------
+
+    async def put_snapshot(self, session: str, run_id: str, message: dict[str, Any]) -> None:
+        """Replace the session's partial-message snapshot."""
+        await self.db.write(lambda c: snapshots.put(c, session, run_id, message, time.time_ns()))
+
+    async def clear_snapshot(self, session: str) -> None:
+        await self.db.write(lambda c: snapshots.clear(c, session))
+
     # -- lifecycle -----------------------------------------------------------------------------
 
     async def recover(self) -> RecoveryReport:
@@ -155,9 +175,9 @@ class Store:
 
         def run(c: Any) -> RecoveryReport:
             reset = c.execute("UPDATE sessions SET phase = 'idle' WHERE phase != 'idle'").rowcount
-            cleared = c.execute("DELETE FROM stream_snapshots").rowcount
+            interrupted = snapshots.settle_all(c)
             pruned = retention.prune(c, time.time_ns())
-            return RecoveryReport(reset, cleared, pruned, journals.pending(c))
+            return RecoveryReport(reset, interrupted, pruned, journals.pending(c))
 
         return await self.db.write(run)
 

@@ -1,0 +1,35 @@
+"""Projects: directories sessions can work in."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Response
+
+from app.http.models import CreateProject, Project, UpdateProject
+from app.kernel import Kernel
+
+
+def router(kernel: Kernel) -> APIRouter:
+    """Routes bound to `kernel`."""
+    api = APIRouter(tags=["projects"])
+    projects = kernel.projects
+
+    @api.get("/projects", response_model_exclude_none=True)
+    async def list_projects() -> list[Project]:
+        return [Project(**p) for p in projects.all()]
+
+    @api.post("/projects", status_code=201, response_model_exclude_none=True)
+    async def create_project(body: CreateProject) -> Project:
+        """Register a directory (default name "New project"; duplicate paths are allowed)."""
+        return Project(**await projects.create(body.path, body.name))
+
+    @api.patch("/projects/{project_id}", response_model_exclude_none=True)
+    async def update_project(project_id: str, body: UpdateProject) -> Project:
+        return Project(**await projects.update(project_id, body.name, body.pinned))
+
+    @api.delete("/projects/{project_id}", status_code=204)
+    async def delete_project(project_id: str) -> Response:
+        """Delete the project and its sessions; never its directory."""
+        await kernel.delete_project(project_id)
+        return Response(status_code=204)
+
+    return api

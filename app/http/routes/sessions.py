@@ -1,0 +1,112 @@
+"""Sessions: CRUD, fork, children, history, usage, and the session event stream."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Header, Query, Response
+from starlette.types import Receive, Scope, Send
+
+from app.errors import BadRequest
+from app.http.models import (
+    CreateSession,
+    ForkSession,
+    Message,
+    Session,
+    UpdateSession,
+    Usage,
+    UsageReport,
+)
+from app.http.sse import EventStreamResponse
+from app.kernel import Kernel
+
+
+class _Raw(Response):
+    """Lets a route return a pure ASGI callable (the SSE stream) through FastAPI."""
+
+    def __init__(self, app: EventStreamResponse) -> None:
+        self.app = app
+        self.background = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.app(scope, receive, send)
+
+
+def _after(after: int | None, last_event_id: str | None) -> int | None:
+    if after is None and last_event_id:
+        try:
+            after = int(last_event_id)
+        except ValueError:
+            raise BadRequest("Last-Event-ID: must be an event seq") from None
+    if after is not None and after < 0:
+        raise BadRequest("after: must not be negative")
+    return after
+
+
+def router(kernel: Kernel) -> APIRouter:
+    """Routes bound to `kernel`."""
+    api = APIRouter(tags=["sessions"])
+    sessions = kernel.sessions
+
+    @api.post("/sessions", response_model_exclude_none=True)
+    async def create_session(body: CreateSession | None = None) -> Session:
+        """Create a top-level session (manual approvals and the default model unless given)."""
+        return Session(**await sessions.create(body.given() if body else {}))
+
+    @api.get("/sessions", response_model_exclude_none=True)
+    async def list_sessions() -> list[Session]:
+        """Top-level sessions, newest first."""
+        return [Session(**s) for s in await sessions.all()]
+
+    @api.patch("/sessions/{session_id}", response_model_exclude_none=True)
+    async def update_session(session_id: str, body: UpdateSession) -> Session:
+        """Change settings, title (becomes manual) or pin; broadcasts `session_updated`."""
+        return Session(**await sessions.update(session_id, body.given()))
+
+    @api.delete("/sessions/{session_id}", status_code=204)
+    async def delete_session(session_id: str) -> Response:
+        """Stop its work, delete children, data and workspace; must-delivers `session_deleted`."""
+        await sessions.delete(session_id)
+        return Response(status_code=204)
+
+    @api.post("/sessions/{session_id}/fork", response_model_exclude_none=True)
+    async def fork_session(session_id: str, body: ForkSession | None = None) -> Session:
+        """A new session holding copies of the active messages (through `through_seq`)."""
+        body = body or ForkSession()
+        return Session(**await sessions.fork(session_id, body.title, body.through_seq))
+
+    @api.get("/sessions/{session_id}/children", response_model_exclude_none=True)
+    async def children(session_id: str) -> list[Session]:
+        return [Session(**s) for s in await sessions.children(session_id)]
+
+    @api.get("/sessions/{session_id}/history")
+    async def history(session_id: str) -> list[Message]:
+        """The active messages, oldest first."""
+        return [Message(**m) for m in await sessions.history(session_id)]
+
+    @api.get("/sessions/{session_id}/usage")
+    async def session_usage(session_id: str) -> Usage:
+        """Token usage of the session's last model request."""
+        return Usage(**await sessions.last_usage(session_id))
+
+    @api.get("/usage", response_model_exclude_none=True)
+    async def usage_report(days: str = "30") -> UsageReport:
+        """Totals over 7 or 30 days, 365 days of activity, usage per model."""
+        return UsageReport(
+            **await kernel.usage_report(int(days) if days.isascii() and days.isdigit() else -1)
+        )
+
+    @api.get(
+        "/sessions/{session_id}/events",
+        response_class=Response,
+        responses={200: {"content": {"text/event-stream": {}}}},
+    )
+    async def session_events(
+        session_id: str,
+        after: int | None = Query(None, description="Replay stored events with a larger seq."),
+        last_event_id: str | None = Header(None),
+    ) -> Response:
+        """SSE: stored events after `after`/Last-Event-ID (if given), then live ones."""
+        start = _after(after, last_event_id)
+        await sessions.row(session_id)  # 404 before the stream starts
+        return _Raw(EventStreamResponse(lambda: kernel.session_events(session_id, start)))
+
+    return api

@@ -1,0 +1,65 @@
+"""Turns, cancel, the input queue, approvals and tool cancel."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Response
+
+from app.http.models import Decision, QueueItem, Turn, TurnAccepted, UpdateQueueItem
+from app.kernel import Kernel
+
+
+def router(kernel: Kernel) -> APIRouter:
+    """Routes bound to `kernel`."""
+    api = APIRouter(tags=["turns"])
+    turns = kernel.turns
+
+    @api.post("/sessions/{session_id}/turns", response_model_exclude_none=True)
+    async def submit(session_id: str, body: Turn) -> TurnAccepted:
+        """Start a turn, or queue it while the session is busy."""
+        return TurnAccepted(**await turns.submit(session_id, body.model_dump(exclude_none=True)))
+
+    @api.post("/sessions/{session_id}/cancel", status_code=204)
+    async def cancel(session_id: str) -> Response:
+        """Stop the running turn and pause the queue (items are kept). Always 204."""
+        await turns.cancel(session_id)
+        return Response(status_code=204)
+
+    @api.get("/sessions/{session_id}/queue")
+    async def queue(session_id: str) -> list[QueueItem]:
+        return [QueueItem(**i) for i in await kernel.queue_items(session_id)]
+
+    @api.post("/sessions/{session_id}/queue", status_code=201)
+    async def enqueue(session_id: str, body: Turn) -> QueueItem:
+        """Add input to the queue; never starts a turn."""
+        return QueueItem(**await turns.enqueue(session_id, body.model_dump(exclude_none=True)))
+
+    @api.patch("/sessions/{session_id}/queue/{message_id}")
+    async def update_item(session_id: str, message_id: str, body: UpdateQueueItem) -> QueueItem:
+        """Edit a queued message or move it (0-based position)."""
+        item = await turns.update_item(session_id, message_id, body.message, body.position)
+        return QueueItem(**item)
+
+    @api.delete("/sessions/{session_id}/queue/{message_id}", status_code=204)
+    async def remove_item(session_id: str, message_id: str) -> Response:
+        await turns.remove_item(session_id, message_id)
+        return Response(status_code=204)
+
+    @api.post(
+        "/sessions/{session_id}/queue/{message_id}/dispatch", response_model_exclude_none=True
+    )
+    async def dispatch(session_id: str, message_id: str) -> TurnAccepted:
+        """Run a queued message now (cancelling the running turn if there is one)."""
+        return TurnAccepted(**await turns.dispatch(session_id, message_id))
+
+    @api.post("/sessions/{session_id}/approvals/{request_id}", status_code=204)
+    async def decide(session_id: str, request_id: str, body: Decision) -> Response:
+        """approved, approved_for_session or denied; an unknown request is a no-op."""
+        kernel.approvals.decide(request_id, body.decision)
+        return Response(status_code=204)
+
+    @api.post("/sessions/{session_id}/tools/{tool_call_id}/cancel", status_code=204)
+    async def cancel_tool(session_id: str, tool_call_id: str) -> Response:
+        await turns.cancel_tool(session_id, tool_call_id)
+        return Response(status_code=204)
+
+    return api

@@ -1,0 +1,104 @@
+"""Approvals: who may let a tool call run.
+
+- `full_access`: everything runs.
+- `manual`: reads inside the working directory run; anything else waits for the user's
+  decision (`approval_request` → `POST …/approvals/{id}` → `approval_resolved`).
+- `auto`: a guardian model call decides; it denies when it cannot run.
+
+`approved_for_session` leaves an in-memory grant for (session, tool, action, scope) so the same
+kind of call runs without asking again. Grants and pending requests die with the process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from app.errors import BadRequest
+from app.kernel.ids import new_id
+
+DECISIONS = ("approved", "approved_for_session", "denied")
+
+
+class InvalidDecision(BadRequest):
+    code = "invalid_approval_decision"
+
+
+@dataclass(frozen=True)
+class Ask:
+    """A tool call that may need approval."""
+
+    session: str
+    tool_name: str
+    action: str  # read | write | delete | execute
+    detail: str
+    resource: str | None
+    outside: bool  # touches a path outside the working directory
+
+    @property
+    def scope(self) -> str:
+        return "outside" if self.outside else "workspace"
+
+
+Emit = Callable[[str, dict[str, Any]], Awaitable[None]]
+Guardian = Callable[[Ask], Awaitable[bool]]
+
+
+class Approvals:
+    """Pending requests and session grants."""
+
+    def __init__(self) -> None:
+        self._pending: dict[str, tuple[str, asyncio.Future[str]]] = {}
+        self._grants: set[tuple[str, str, str, str]] = set()
+
+    def _granted(self, ask: Ask) -> bool:
+        return (ask.session, ask.tool_name, ask.action, ask.scope) in self._grants
+
+    async def check(self, mode: str, ask: Ask, emit: Emit, guardian: Guardian) -> str:
+        """The decision for `ask` under `mode`: approved, approved_for_session or denied."""
+        if mode == "full_access" or (ask.action == "read" and not ask.outside):
+            return "approved"
+        if self._granted(ask):
+            return "approved"
+        request_id = new_id()
+        request: dict[str, Any] = {
+            "id": request_id,
+            "session": ask.session,
+            "tool_name": ask.tool_name,
+            "action": ask.action,
+            "detail": ask.detail,
+            "scope": ask.scope,
+        }
+        if ask.resource:
+            request["resource"] = ask.resource
+        await emit("approval_request", request)
+        if mode == "auto":
+            decision = "approved" if await guardian(ask) else "denied"
+        else:
+            future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+            self._pending[request_id] = (ask.session, future)
+            try:
+                decision = await future
+            finally:
+                self._pending.pop(request_id, None)
+        if decision == "approved_for_session":
+            self._grants.add((ask.session, ask.tool_name, ask.action, ask.scope))
+        await emit("approval_resolved", {"id": request_id, "decision": decision})
+        return decision
+
+    def decide(self, request_id: str, decision: str) -> None:
+        """Record the user's decision; an unknown or already decided request is a no-op."""
+        if decision not in DECISIONS:
+            raise InvalidDecision(f"decision: must be one of {', '.join(DECISIONS)}")
+        pending = self._pending.get(request_id)
+        if pending is not None and not pending[1].done():
+            pending[1].set_result(decision)
+
+    def forget(self, session: str) -> None:
+        """Drop the session's grants and deny its pending requests."""
+        self._grants = {g for g in self._grants if g[0] != session}
+        for owner, future in list(self._pending.values()):
+            if owner == session and not future.done():
+                future.set_result("denied")

@@ -1,0 +1,102 @@
+"""Projects: named directories the agent works in, kept in `<data-dir>/projects.json`.
+
+The file is rewritten atomically on every change (temp file, fsync, rename, fsync dir), under one
+lock so concurrent requests cannot lose each other's updates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+from app.errors import BadRequest, NotFound
+from app.events import iso_time
+from app.files import write_json_atomic
+from app.kernel.ids import new_id, now_ns
+
+DEFAULT_NAME = "New project"
+
+
+class ProjectNotFound(NotFound):
+    """No such project."""
+
+
+class Projects:
+    """The project index."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.path = data_dir / "projects.json"
+        self._lock = asyncio.Lock()
+        self._items: dict[str, dict[str, Any]] = {}
+
+    def load(self) -> None:
+        """Read the index (a missing file is an empty index)."""
+        try:
+            raw = json.loads(self.path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raw = []
+        self._items = {p["id"]: p for p in raw if isinstance(p, dict) and "id" in p}
+
+    def _save(self) -> None:
+        write_json_atomic(self.path, list(self._items.values()))
+
+    def all(self) -> list[dict[str, Any]]:
+        """Pinned first, then by creation time."""
+        return sorted(
+            self._items.values(),
+            key=lambda p: (not p.get("pinned", False), p.get("created_at", "")),
+        )
+
+    def get(self, project_id: str) -> dict[str, Any]:
+        try:
+            return self._items[project_id]
+        except KeyError:
+            raise ProjectNotFound(f"project {project_id} not found") from None
+
+    def exists(self, project_id: str) -> bool:
+        return project_id in self._items
+
+    async def create(self, path: str, name: str | None) -> dict[str, Any]:
+        """Add a project for an absolute directory path (duplicate paths are allowed)."""
+        if not path.strip() or not Path(path).is_absolute():
+            raise BadRequest("path: must be an absolute directory path")
+        stamp = iso_time(now_ns())
+        project: dict[str, Any] = {
+            "id": new_id(),
+            "name": (name or "").strip() or DEFAULT_NAME,
+            "path": str(Path(path)),
+            "pinned": False,
+            "created_at": stamp,
+            "updated_at": stamp,
+        }
+        async with self._lock:
+            self._items[project["id"]] = project
+            self._save()
+        return project
+
+    async def update(
+        self, project_id: str, name: str | None, pinned: bool | None
+    ) -> dict[str, Any]:
+        async with self._lock:
+            project = dict(self.get(project_id))
+            if name is not None:
+                if not name.strip():
+                    raise BadRequest("name: must not be empty")
+                project["name"] = name.strip()
+            if pinned is not None:
+                project["pinned"] = pinned
+                project["pinned_at"] = iso_time(now_ns()) if pinned else None
+                if not pinned:
+                    project.pop("pinned_at")
+            project["updated_at"] = iso_time(now_ns())
+            self._items[project_id] = project
+            self._save()
+            return project
+
+    async def remove(self, project_id: str) -> None:
+        async with self._lock:
+            self.get(project_id)
+            del self._items[project_id]
+            self._save()

@@ -1,0 +1,100 @@
+"""Per-session input queues (in memory, like Foya's: a restart loses them).
+
+Every change is reported by the caller as a stored, must-delivered `queue_updated{items}`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.errors import BadRequest, NotFound
+from app.kernel.ids import iso_now, new_id
+
+
+class QueueItemNotFound(NotFound):
+    """No such queued message."""
+
+
+@dataclass
+class SessionQueue:
+    items: list[dict[str, Any]] = field(default_factory=list)
+    paused: bool = False
+
+
+def _renumber(queue: SessionQueue) -> None:
+    for position, item in enumerate(queue.items):
+        item["position"] = position
+
+
+class Queues:
+    """All sessions' queues."""
+
+    def __init__(self) -> None:
+        self._queues: dict[str, SessionQueue] = {}
+
+    def of(self, session: str) -> SessionQueue:
+        return self._queues.setdefault(session, SessionQueue())
+
+    def items(self, session: str) -> list[dict[str, Any]]:
+        return [dict(i) for i in self.of(session).items]
+
+    def add(self, session: str, turn: dict[str, Any]) -> dict[str, Any]:
+        """Append a turn body; returns the new item."""
+        stamp = iso_now()
+        item = {
+            "id": new_id(),
+            "session_id": session,
+            "text": turn["message"],
+            **{k: turn[k] for k in ("skill_ref", "attachments", "browser_elements") if turn.get(k)},
+            "position": 0,
+            "created_at": stamp,
+            "updated_at": stamp,
+        }
+        queue = self.of(session)
+        queue.items.append(item)
+        _renumber(queue)
+        return dict(item)
+
+    def _find(self, session: str, item_id: str) -> dict[str, Any]:
+        for item in self.of(session).items:
+            if item["id"] == item_id:
+                return item
+        raise QueueItemNotFound(f"queued message {item_id} not found")
+
+    def update(
+        self, session: str, item_id: str, text: str | None, position: int | None
+    ) -> dict[str, Any]:
+        queue = self.of(session)
+        item = self._find(session, item_id)
+        if text is not None:
+            if not text.strip():
+                raise BadRequest("message: must not be empty", code="invalid_queue_message")
+            item["text"] = text
+        if position is not None:
+            if position < 0:
+                raise BadRequest("position: must be 0 or more")
+            queue.items.remove(item)
+            queue.items.insert(min(position, len(queue.items)), item)
+        item["updated_at"] = iso_now()
+        _renumber(queue)
+        return dict(item)
+
+    def remove(self, session: str, item_id: str) -> None:
+        queue = self.of(session)
+        queue.items.remove(self._find(session, item_id))
+        _renumber(queue)
+
+    def to_head(self, session: str, item_id: str) -> None:
+        self.update(session, item_id, None, 0)
+
+    def pop(self, session: str) -> dict[str, Any] | None:
+        queue = self.of(session)
+        if not queue.items:
+            return None
+        item = queue.items.pop(0)
+        _renumber(queue)
+        return item
+
+    def drop(self, session: str) -> None:
+        self._queues.pop(session, None)

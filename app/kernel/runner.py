@@ -1,0 +1,496 @@
+"""Turns: the agent loop, one turn at a time per session, with its queue, tools and cancel.
+
+A busy session has one runner task. It runs a turn, then the next queued input, until the queue
+is empty or a cancel pauses it. Within a turn each step streams a model reply (deltas are
+published, never stored), records usage and the assistant message, then runs the requested
+tools one by one (approvals first) and records each result. Event order follows reference §2.
+
+Cancellation is cooperative: `cancel` records the reason and cancels the turn task; the turn
+saves the partial reply with `turn_status` cancelled and emits `turn_complete{cancelled}`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from app import events as k
+from app.errors import BadRequest, Conflict
+from app.events import EventDraft
+from app.kernel import context
+from app.kernel.approvals import Approvals, Ask
+from app.kernel.ids import iso_now, new_id
+from app.kernel.providers import Providers
+from app.kernel.queue import Queues
+from app.kernel.sessions import Sessions
+from app.logs import get_logger
+from app.providers.base import (
+    ChatRequest,
+    Done,
+    ProviderError,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallDelta,
+    Usage,
+)
+from app.store import Store
+from app.tools import Tool, ToolError, ToolResult
+from app.tools.base import ToolContext, inside
+
+SNAPSHOT_EVERY = 0.25
+STOP_GRACE = 3.0
+MAX_ELEMENTS, MAX_ELEMENT_BYTES, MAX_ELEMENTS_BYTES, MAX_FILES = 8, 40 * 1024, 96 * 1024, 16
+GUARDIAN_PROMPT = (
+    "You review tool calls of a coding agent for safety. Answer with exactly one word: ALLOW if "
+    "the call is a reasonable, non-destructive step for a developer's task, DENY otherwise."
+)
+
+
+class ToolNotRunning(Conflict):
+    code = "tool_not_running"
+
+
+@dataclass
+class Run:
+    """A busy session's runner state."""
+
+    session: str
+    task: asyncio.Task[None] | None = None
+    turn: asyncio.Task[None] | None = None
+    run_id: str = ""
+    started_at: str = ""
+    text: list[str] = field(default_factory=list)
+    reasoning: list[str] = field(default_factory=list)
+    cancel_reason: str | None = None
+    tools: dict[str, asyncio.Task[ToolResult]] = field(default_factory=dict)
+
+    def partial(self) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": "assistant", "content": "".join(self.text)}
+        if self.reasoning:
+            message["reasoning"] = "".join(self.reasoning)
+        message["turn_started_at"] = self.started_at
+        return message
+
+
+def validate_turn(body: dict[str, Any]) -> dict[str, Any]:
+    """Input limits of `POST …/turns` and the queue (reference §1)."""
+    message = body.get("message")
+    if not isinstance(message, str) or not message.strip():
+        raise BadRequest("message: must be a non-empty string", code="invalid_queue_message")
+    elements = body.get("browser_elements") or []
+    sizes = [len(json.dumps(e)) for e in elements]
+    if len(elements) > MAX_ELEMENTS or any(s > MAX_ELEMENT_BYTES for s in sizes):
+        raise BadRequest(
+            f"browser_elements: at most {MAX_ELEMENTS}, {MAX_ELEMENT_BYTES // 1024} KiB each",
+            code="invalid_queue_message",
+        )
+    if sum(sizes) > MAX_ELEMENTS_BYTES:
+        raise BadRequest("browser_elements: at most 96 KiB in total", code="invalid_queue_message")
+    if len(body.get("attachments") or []) > MAX_FILES:
+        raise BadRequest(f"attachments: at most {MAX_FILES}", code="invalid_queue_message")
+    return body
+
+
+class Turns:
+    """Runners of all busy sessions."""
+
+    def __init__(
+        self,
+        sessions: Sessions,
+        store: Store,
+        providers: Providers,
+        approvals: Approvals,
+        queues: Queues,
+        tools: dict[str, Tool],
+        data_dir: Path,
+    ) -> None:
+        self.sessions = sessions
+        self.store = store
+        self.providers = providers
+        self.approvals = approvals
+        self.queues = queues
+        self.tools = tools
+        self.trash = data_dir / "trash"
+        self.runs: dict[str, Run] = {}
+        self.log = get_logger("foya.turns")
+
+    # -- state ---------------------------------------------------------------------------------
+
+    def running(self, session: str) -> bool:
+        return session in self.runs
+
+    def is_busy(self, session: str) -> bool:
+        return session in self.runs or bool(self.queues.of(session).items)
+
+    def partial(self, session: str) -> dict[str, Any] | None:
+        """The message being generated right now, if any."""
+        run = self.runs.get(session)
+        return run.partial() if run is not None and (run.text or run.reasoning) else None
+
+    # -- commands ------------------------------------------------------------------------------
+
+    async def submit(self, session: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Start a turn, or queue the input if the session is busy."""
+        await self.sessions.row(session)
+        validate_turn(body)
+        queue = self.queues.of(session)
+        if self.running(session) or (queue.items and queue.paused):
+            item = self.queues.add(session, body)
+            await self._queue_changed(session)
+            if not self.running(session):
+                queue.paused = False
+                self._start(session, None)
+            return {"run_id": session, "status": "queued", "queued": item}
+        self._start(session, body)
+        return {"run_id": session, "status": "started"}
+
+    async def enqueue(self, session: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Add to the queue without starting anything."""
+        await self.sessions.row(session)
+        item = self.queues.add(session, validate_turn(body))
+        await self._queue_changed(session)
+        return item
+
+    async def update_item(
+        self, session: str, item_id: str, text: str | None, position: int | None
+    ) -> dict[str, Any]:
+        await self.sessions.row(session)
+        item = self.queues.update(session, item_id, text, position)
+        await self._queue_changed(session)
+        return item
+
+    async def remove_item(self, session: str, item_id: str) -> None:
+        await self.sessions.row(session)
+        self.queues.remove(session, item_id)
+        await self._queue_changed(session)
+
+    async def dispatch(self, session: str, item_id: str) -> dict[str, Any]:
+        """Run a queued item now: start it if idle, else put it first and cancel the turn."""
+        await self.sessions.row(session)
+        self.queues.to_head(session, item_id)
+        await self._queue_changed(session)
+        if self.running(session):
+            await self.cancel(session, "queue_dispatch")
+            return {"run_id": session, "status": "queued"}
+        self.queues.of(session).paused = False
+        self._start(session, None)
+        return {"run_id": session, "status": "started"}
+
+    async def cancel(self, session: str, reason: str = "user_stop") -> None:
+        """Stop the running turn (if any); a user stop also pauses the queue."""
+        run = self.runs.get(session)
+        if reason == "user_stop":
+            self.queues.of(session).paused = True
+        if run is None or run.turn is None or run.turn.done() or run.cancel_reason is not None:
+            return
+        run.cancel_reason = reason
+        await self._emit(
+            run,
+            k.TURN_CANCEL_REQUESTED,
+            {"run_id": run.run_id, "reason": reason, "requested_at": iso_now()},
+        )
+        run.turn.cancel()
+
+    async def cancel_tool(self, session: str, tool_call_id: str) -> None:
+        run = self.runs.get(session)
+        task = run.tools.get(tool_call_id) if run is not None else None
+        if task is None or task.done():
+            raise ToolNotRunning(f"tool call {tool_call_id} is not running")
+        task.cancel()
+
+    async def stop(self, session: str, reason: str) -> None:
+        """End the session's work for good (deletion, shutdown): cancel, wait, forget."""
+        self.queues.drop(session)
+        self.approvals.forget(session)
+        run = self.runs.get(session)
+        if run is None:
+            return
+        await self.cancel(session, reason)
+        if run.task is not None:
+            done, _ = await asyncio.wait({run.task}, timeout=STOP_GRACE)
+            if not done:
+                run.task.cancel()
+
+    async def stop_all(self) -> None:
+        await asyncio.gather(*(self.stop(s, "context_cancelled") for s in list(self.runs)))
+
+    # -- the runner ------------------------------------------------------------------------------
+
+    def _start(self, session: str, body: dict[str, Any] | None) -> None:
+        run = Run(session)
+        self.runs[session] = run
+        run.task = asyncio.create_task(self._drain(run, body), name=f"runner:{session}")
+
+    async def _drain(self, run: Run, first: dict[str, Any] | None) -> None:
+        try:
+            body = first
+            while True:
+                if body is None:
+                    if self.queues.of(run.session).paused:
+                        return
+                    item = self.queues.pop(run.session)
+                    if item is None:
+                        return
+                    await self._queue_changed(run.session)
+                    body = {"message": item["text"], **_extras(item)}
+                run.cancel_reason = None
+                run.turn = asyncio.create_task(self._turn(run, body))
+                await asyncio.shield(run.turn)
+                body = None
+                if run.cancel_reason in ("user_stop", "session_deleted", "context_cancelled"):
+                    return
+        except Exception:
+            self.log.exception("runner failed", session=run.session)
+        finally:
+            self.runs.pop(run.session, None)
+
+    async def _emit(
+        self,
+        run: Run,
+        kind: str,
+        payload: Any,
+        blobs: dict[str, bytes] | None = None,
+    ) -> None:
+        await self.sessions.emit(EventDraft(run.session, kind, payload, run.run_id, blobs or {}))
+
+    async def _set_phase(self, session: str, phase: str) -> None:
+        await self.sessions.save(session, {"phase": phase, "updated_at_ns": time.time_ns()})
+
+    async def _queue_changed(self, session: str) -> None:
+        items = self.queues.items(session)
+        await self.sessions.emit(EventDraft(session, k.QUEUE_UPDATED, {"items": items}))
+
+    async def _turn(self, run: Run, body: dict[str, Any]) -> None:
+        run.run_id, run.started_at = new_id(), iso_now()
+        run.text, run.reasoning = [], []
+        await self._set_phase(run.session, "turn")
+        user = {"role": "user", "content": body["message"], "created_at": iso_now()}
+        user.update(_extras(body))
+        await self._emit(run, k.MESSAGE_END, user)
+        await self._emit(run, k.TURN_STARTED, {"run_id": run.run_id, "started_at": run.started_at})
+        status, reason = "completed", None
+        try:
+            while await self._step(run):
+                pass
+        except asyncio.CancelledError:
+            asyncio.current_task().uncancel()  # type: ignore[union-attr]
+            status, reason = "cancelled", run.cancel_reason or "user_stop"
+        except ProviderError as exc:
+            status, reason = "failed", "error"
+            await self._emit(run, k.ERROR, exc.message)
+        except Exception as exc:
+            self.log.exception("turn failed", session=run.session)
+            status, reason = "failed", "error"
+            await self._emit(run, k.ERROR, f"internal error ({type(exc).__name__})")
+        finally:
+            await self._finish(run, status, reason)
+
+    async def _finish(self, run: Run, status: str, reason: str | None) -> None:
+        completed = iso_now()
+        if status != "completed" and (run.text or run.reasoning):
+            message = run.partial()
+            message.update(turn_completed_at=completed, turn_status=status, turn_reason=reason)
+            await self._emit(run, k.MESSAGE_END, message)
+        run.text, run.reasoning = [], []
+        await self.store.clear_snapshot(run.session)
+        done: dict[str, Any] = {
+            "run_id": run.run_id,
+            "started_at": run.started_at,
+            "completed_at": completed,
+            "status": status,
+        }
+        if reason:
+            done["reason"] = reason
+        await self._emit(run, k.TURN_COMPLETE, done)
+        await self._set_phase(run.session, "idle")
+
+    async def _step(self, run: Run) -> bool:
+        """One model request and its tools; True if the model asked for tools (go on)."""
+        row = await self.sessions.row(run.session)
+        cwd = self.sessions.workspace(row)
+        provider = self.providers.for_session(row)
+        history = await self.store.history(run.session)
+        request = ChatRequest(
+            model=row["model"],
+            messages=context.build(cwd, history),
+            tools=[_schema(t) for t in self.tools.values()],
+            reasoning_effort=row.get("reasoning_effort") or None,
+        )
+        calls: dict[int, dict[str, Any]] = {}
+        usage: Usage | None = None
+        last_snapshot = time.monotonic()
+        async for item in provider.stream(request):
+            if isinstance(item, TextDelta):
+                run.text.append(item.text)
+                self.sessions.publish_delta(run.session, k.MESSAGE_DELTA, item.text, run.run_id)
+            elif isinstance(item, ReasoningDelta):
+                run.reasoning.append(item.text)
+                self.sessions.publish_delta(run.session, k.REASONING_DELTA, item.text, run.run_id)
+            elif isinstance(item, ToolCallDelta):
+                await self._tool_delta(run, calls, item)
+            elif isinstance(item, Usage):
+                usage = item
+            elif isinstance(item, Done):
+                pass
+            if time.monotonic() - last_snapshot >= SNAPSHOT_EVERY and run.text:
+                last_snapshot = time.monotonic()
+                await self.store.put_snapshot(run.session, run.run_id, run.partial())
+        if usage is not None:
+            await self._emit(
+                run,
+                k.USAGE_UPDATED,
+                {
+                    "model": row["model"],
+                    "input_tokens": usage.input_tokens,
+                    "output_tokens": usage.output_tokens,
+                    "total_tokens": usage.total_tokens,
+                    "cached_tokens": usage.cached_tokens,
+                },
+            )
+        tool_calls = [_parsed(calls[i]) for i in sorted(calls)]
+        message = run.partial()
+        del message["turn_started_at"]
+        message["created_at"] = iso_now()
+        if tool_calls:
+            message["tool_calls"] = [
+                {key: c[key] for key in ("id", "name", "input")} for c in tool_calls
+            ]
+        else:
+            message.update(
+                turn_started_at=run.started_at,
+                turn_completed_at=iso_now(),
+                turn_status="completed",
+            )
+        await self._emit(run, k.MESSAGE_END, message)
+        run.text, run.reasoning = [], []
+        if not tool_calls:
+            return False
+        for call in tool_calls:
+            await self._emit(
+                run,
+                k.TOOL_UPDATE,
+                {
+                    "id": call["id"],
+                    "name": call["name"],
+                    "input": call["input"],
+                    "status": "pending",
+                },
+            )
+        for call in tool_calls:
+            await self._run_tool(run, row, cwd, call)
+        return True
+
+    async def _tool_delta(
+        self, run: Run, calls: dict[int, dict[str, Any]], item: ToolCallDelta
+    ) -> None:
+        call = calls.setdefault(item.index, {"id": None, "name": None, "args": [], "begun": False})
+        if item.id:
+            call["id"] = item.id
+        if item.name:
+            call["name"] = item.name
+        call["args"].append(item.arguments)
+        if call["id"] and call["name"] and not call["begun"]:
+            call["begun"] = True
+            await self._emit(
+                run, k.TOOL_BEGIN, {"id": call["id"], "name": call["name"], "status": "queued"}
+            )
+
+    async def _run_tool(
+        self, run: Run, row: dict[str, Any], cwd: Path, call: dict[str, Any]
+    ) -> None:
+        result = await self._execute(run, row, cwd, call)
+        end: dict[str, Any] = {"id": call["id"], "name": call["name"], "output": result.output}
+        if result.is_error:
+            end["is_error"] = True
+        if result.diff:
+            end["diff"] = result.diff
+        await self._emit(run, k.TOOL_END, end)
+        message: dict[str, Any] = {
+            "role": "tool",
+            "tool_call_id": call["id"],
+            "name": call["name"],
+            "content": result.output,
+            "created_at": iso_now(),
+        }
+        if result.is_error:
+            message["is_error"] = True
+        if result.diff:
+            message["diff"] = result.diff
+        if result.file_change:
+            message["file_change"] = result.file_change
+        await self._emit(run, k.MESSAGE_END, message, result.blobs)
+
+    async def _execute(
+        self, run: Run, row: dict[str, Any], cwd: Path, call: dict[str, Any]
+    ) -> ToolResult:
+        tool = self.tools.get(call["name"])
+        if tool is None:
+            return ToolResult(f"unknown tool {call['name']!r}", is_error=True)
+        if call.get("invalid"):
+            return ToolResult("the tool arguments are not a JSON object", is_error=True)
+        ctx = ToolContext(cwd, self.trash)
+        args = call["input"]
+        try:
+            resource = tool.resource(args, ctx)
+            ask = Ask(
+                run.session,
+                tool.name,
+                tool.action(args),
+                json.dumps(args, ensure_ascii=False)[:2000],
+                str(resource) if resource else None,
+                resource is not None and not inside(resource, cwd),
+            )
+            decision = await self.approvals.check(
+                row["approval_mode"],
+                ask,
+                lambda kind, payload: self._emit(run, kind, payload),
+                lambda a: self.providers.guardian(row, GUARDIAN_PROMPT, a),
+            )
+            if decision == "denied":
+                return ToolResult("The user denied this tool call.", is_error=True)
+            task = asyncio.create_task(tool.run(args, ctx))
+            run.tools[call["id"]] = task
+            try:
+                return await task
+            except asyncio.CancelledError:
+                if asyncio.current_task().cancelling():  # type: ignore[union-attr]
+                    raise  # the whole turn is being cancelled
+                return ToolResult("cancelled by the user", is_error=True)
+            finally:
+                run.tools.pop(call["id"], None)
+        except ToolError as exc:
+            return ToolResult(str(exc), is_error=True)
+        except OSError as exc:
+            return ToolResult(f"{tool.name} failed: {exc.strerror or exc}", is_error=True)
+
+
+def _extras(body: dict[str, Any]) -> dict[str, Any]:
+    return {
+        key: body[key] for key in ("skill_ref", "attachments", "browser_elements") if body.get(key)
+    }
+
+
+def _schema(tool: Tool) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {
+            "name": tool.name,
+            "description": tool.description,
+            "parameters": tool.parameters,
+        },
+    }
+
+
+def _parsed(call: dict[str, Any]) -> dict[str, Any]:
+    raw = "".join(call["args"]) or "{}"
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        value = None
+    if isinstance(value, dict):
+        return {"id": call["id"] or new_id(), "name": call["name"] or "", "input": value}
+    return {"id": call["id"] or new_id(), "name": call["name"] or "", "input": {}, "invalid": True}

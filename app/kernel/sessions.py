@@ -1,0 +1,287 @@
+"""Sessions: creation, settings, fork, delete, history, and the emit path of every session event.
+
+`emit` is the one way a session fact leaves the kernel: append to the store, then publish, under
+the session's lock so subscribers see a session's events in seq order (SSE replay relies on it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from app import events as k
+from app.broker import Broker
+from app.errors import BadRequest, Conflict, NotFound
+from app.events import Event, EventDraft, iso_time
+from app.kernel.connections import Connections
+from app.kernel.ids import iso_now, new_id, now_ns
+from app.kernel.projects import Projects
+from app.store import Store
+
+EFFORTS = ("", "low", "medium", "high")
+APPROVAL_MODES = ("manual", "auto", "full_access")
+FORK_SUFFIX = " copy"
+DEFAULT_TITLE = "New chat"
+
+
+class SessionNotFound(NotFound):
+    """No such session."""
+
+
+class SessionBusy(Conflict):
+    code = "session_busy"
+
+
+def topic(session: str) -> str:
+    return f"session:{session}"
+
+
+def wire(row: dict[str, Any]) -> dict[str, Any]:
+    """A session row as the reference's Session object (absent optionals omitted)."""
+    out: dict[str, Any] = {
+        "id": row["id"],
+        "phase": row["phase"],
+        "connection_id": row["connection_id"] or "",
+        "model": row["model"],
+        "approval_mode": row["approval_mode"],
+        "created_at": iso_time(row["created_at_ns"]),
+        "updated_at": iso_time(row["updated_at_ns"]),
+    }
+    for key in ("parent_id", "project_id", "title", "agent_ref", "agent_name", "agent_digest"):
+        if row.get(key):
+            out[key] = row[key]
+    if row.get("reasoning_effort") is not None:
+        out["reasoning_effort"] = row["reasoning_effort"]
+    if row.get("title"):
+        out["title_is_manual"] = bool(row["title_is_manual"])
+    out["pinned"] = row.get("pinned_at_ns") is not None
+    if out["pinned"]:
+        out["pinned_at"] = iso_time(row["pinned_at_ns"])
+    return out
+
+
+class Sessions:
+    """Session rules. Busy checks and stopping a session's work are supplied by the runner."""
+
+    def __init__(
+        self,
+        store: Store,
+        broker: Broker,
+        projects: Projects,
+        connections: Connections,
+        data_dir: Path,
+    ) -> None:
+        self.store = store
+        self.broker = broker
+        self.projects = projects
+        self.connections = connections
+        self.workspaces = data_dir / "workspaces"
+        self._locks: dict[str, asyncio.Lock] = {}
+        self.is_busy: Callable[[str], bool] = lambda _: False
+        self.stop_work: Callable[[str, str], Awaitable[None]] = _no_work
+
+    # -- events --------------------------------------------------------------------------------
+
+    async def emit(self, draft: EventDraft, *, must: bool = True) -> Event:
+        """Append `draft` and publish it to the session's subscribers."""
+        async with self._locks.setdefault(draft.session, asyncio.Lock()):
+            event = await self.store.append(draft)
+            if must:
+                await self.broker.deliver(topic(draft.session), event)
+            else:
+                self.broker.publish(topic(draft.session), event)
+        return event
+
+    def publish_delta(self, session: str, kind: str, payload: Any, run_id: str | None) -> None:
+        """A lossy, unstored event (seq 0)."""
+        self.broker.publish(topic(session), Event(0, kind, session, run_id, now_ns(), payload))
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    async def row(self, session: str) -> dict[str, Any]:
+        found = await self.store.get_session(session)
+        if found is None:
+            raise SessionNotFound(f"session {session} not found")
+        return found
+
+    async def get(self, session: str) -> dict[str, Any]:
+        return wire(await self.row(session))
+
+    async def all(self) -> list[dict[str, Any]]:
+        return [wire(r) for r in await self.store.list_sessions()]
+
+    async def children(self, session: str) -> list[dict[str, Any]]:
+        await self.row(session)
+        return [wire(r) for r in await self.store.list_sessions(parent_id=session)]
+
+    async def history(self, session: str) -> list[dict[str, Any]]:
+        await self.row(session)
+        return await self.store.history(session)
+
+    async def last_usage(self, session: str) -> dict[str, Any]:
+        row = await self.row(session)
+        found = await self.store.last_usage(session)
+        if found is None:
+            keys = ("input_tokens", "output_tokens", "total_tokens", "cached_tokens")
+            return {"model": row["model"], **dict.fromkeys(keys, 0)}
+        return found
+
+    def workspace(self, row: dict[str, Any]) -> Path:
+        """The directory tools run in: the project's, or the session's managed workspace."""
+        if row.get("project_id") and self.projects.exists(row["project_id"]):
+            return Path(str(self.projects.get(row["project_id"])["path"]))
+        return self.workspaces / str(row["id"])
+
+    # -- writes --------------------------------------------------------------------------------
+
+    def _settings(self, fields: dict[str, Any], current: dict[str, Any] | None) -> dict[str, Any]:
+        """Validate session settings; return the row columns they set."""
+        out: dict[str, Any] = {}
+        if "reasoning_effort" in fields:
+            if fields["reasoning_effort"] not in EFFORTS:
+                raise BadRequest(
+                    "reasoning_effort: must be one of low, medium, high or empty",
+                    code="invalid_reasoning_effort",
+                )
+            out["reasoning_effort"] = fields["reasoning_effort"]
+        if "approval_mode" in fields:
+            if fields["approval_mode"] not in APPROVAL_MODES:
+                raise BadRequest(
+                    "approval_mode: must be one of manual, auto, full_access",
+                    code="invalid_approval_mode",
+                )
+            out["approval_mode"] = fields["approval_mode"]
+        if fields.get("project_id") is not None:
+            pid = fields["project_id"]
+            if current is not None and current.get("project_id") not in (None, pid):
+                raise Conflict("a session's project cannot change once set", code="project_locked")
+            if not self.projects.exists(pid):
+                raise BadRequest(f"project {pid} not found", code="project_not_found")
+            out["project_id"] = pid
+        if fields.get("connection_id") is not None:
+            cid = fields["connection_id"]
+            if not self.connections.exists(cid):
+                raise BadRequest(f"connection {cid} not found", code="connection_not_found")
+            if self.connections.get(cid).get("type") != "language":
+                raise BadRequest(f"connection {cid} is not a language connection")
+            out["connection_id"] = cid
+        if fields.get("model") is not None:
+            out["model"] = fields["model"]
+        return out
+
+    async def create(self, fields: dict[str, Any]) -> dict[str, Any]:
+        """A new top-level session; defaults per reference (manual approvals, default model)."""
+        columns = self._settings(fields, None)
+        if "connection_id" not in columns:
+            default = self.connections.default_language()
+            if default is not None:
+                columns["connection_id"] = default[0]
+                columns.setdefault("model", default[1])
+        elif "model" not in columns:
+            models = self.connections.get(columns["connection_id"]).get("models") or [""]
+            columns["model"] = str(models[0])
+        stamp = now_ns()
+        row = {
+            "id": new_id(),
+            "phase": "idle",
+            "approval_mode": "manual",
+            "model": "",
+            **columns,
+            "created_at_ns": stamp,
+            "updated_at_ns": stamp,
+        }
+        if not row.get("project_id"):
+            row["workspace"] = str(self.workspaces / row["id"])
+            Path(row["workspace"]).mkdir(parents=True, exist_ok=True, mode=0o700)
+        await self.store.create_session(row)
+        return await self.get(row["id"])
+
+    async def update(self, session: str, fields: dict[str, Any]) -> dict[str, Any]:
+        """Apply a PATCH; stores and must-delivers `session_updated`."""
+        current = await self.row(session)
+        columns = self._settings(fields, current)
+        if "title" in fields and fields["title"] is not None:
+            columns["title"] = fields["title"].strip()
+            columns["title_is_manual"] = 1
+        if fields.get("pinned") is not None:
+            columns["pinned_at_ns"] = now_ns() if fields["pinned"] else None
+        columns["updated_at_ns"] = now_ns()
+        return await self.save(session, columns)
+
+    async def save(self, session: str, columns: dict[str, Any]) -> dict[str, Any]:
+        """Write row columns and emit `session_updated` with the new Session, atomically."""
+        async with self._locks.setdefault(session, asyncio.Lock()):
+            current = await self.row(session)
+            updated = wire({**current, **columns})
+            event = await self.store.update_session(
+                session, columns, EventDraft(session, k.SESSION_UPDATED, updated)
+            )
+            assert event is not None
+            await self.broker.deliver(topic(session), event)
+        return updated
+
+    async def delete(self, session: str) -> None:
+        """Stop the session's work, delete its children, its data and its managed workspace."""
+        await self.row(session)
+        for child in await self.store.list_sessions(parent_id=session):
+            await self.delete(child["id"])
+        await self.stop_work(session, "session_deleted")
+        await self.store.delete_session(session)
+        # Keyed by the session id, never a project's directory: also right if a project was
+        # set after the managed workspace was made.
+        await asyncio.to_thread(shutil.rmtree, self.workspaces / session, ignore_errors=True)
+        gone = Event(0, k.SESSION_DELETED, session, None, now_ns(), {"id": session})
+        await self.broker.deliver(topic(session), gone)
+        self.broker.end_topic(topic(session))
+        self._locks.pop(session, None)
+
+    async def fork(
+        self, session: str, title: str | None, through_seq: int | None
+    ) -> dict[str, Any]:
+        """A new top-level session with copies of the active messages (up to `through_seq`)."""
+        source = await self.row(session)
+        if self.is_busy(session):
+            raise SessionBusy("the session is busy; wait for the turn and its queue to finish")
+        if through_seq is not None:
+            history = await self.store.history(session)
+            target = next((m for m in history if m["event_seq"] == through_seq), None)
+            if target is None:
+                raise NotFound(
+                    f"message {through_seq} is not in the active history",
+                    code="message_not_found",
+                )
+            if target.get("role") == "user":
+                raise BadRequest(
+                    "a fork must end after a reply, not at a user message",
+                    code="invalid_fork_boundary",
+                )
+        stamp = now_ns()
+        new = new_id()
+        row = {
+            key: source[key]
+            for key in ("connection_id", "model", "reasoning_effort", "project_id", "approval_mode")
+        }
+        row.update(
+            id=new,
+            phase="idle",
+            title=f"{title or DEFAULT_TITLE}{FORK_SUFFIX}",
+            title_is_manual=1,
+            created_at_ns=stamp,
+            updated_at_ns=stamp,
+        )
+        if not source.get("project_id"):
+            row["workspace"] = str(self.workspaces / new)
+            src = self.workspaces / session
+            if src.is_dir():
+                await asyncio.to_thread(shutil.copytree, src, self.workspaces / new, symlinks=True)
+            else:
+                (self.workspaces / new).mkdir(parents=True, exist_ok=True, mode=0o700)
+        await self.store.fork(session, row, through_seq, iso_now())
+        return await self.get(new)
+
+
+async def _no_work(_: str, __: str) -> None:
+    return None

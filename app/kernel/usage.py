@@ -1,0 +1,92 @@
+"""The usage report behind `GET /usage?days=7|30`, computed from the daily ledgers.
+
+Ledgers outlive deleted sessions, so the report still counts them. Days are UTC calendar days.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from app.errors import BadRequest
+
+RANGES = (7, 30)
+ACTIVITY_DAYS = 365
+
+
+class InvalidRange(BadRequest):
+    code = "invalid_range"
+
+
+def report(
+    days: int,
+    today: dt.date,
+    tokens: list[dict[str, Any]],
+    messages: dict[str, int],
+    session_days: dict[str, set[str]],
+) -> dict[str, Any]:
+    """Build the report. `tokens` holds per (day, model) rows covering the activity window."""
+    if days not in RANGES:
+        raise InvalidRange("days: must be 7 or 30")
+    start = (today - dt.timedelta(days=days - 1)).isoformat()
+    in_range = [r for r in tokens if r["day"] >= start]
+    totals = {
+        key: sum(int(r[key]) for r in in_range)
+        for key in ("total_tokens", "input_tokens", "output_tokens", "cached_tokens")
+    }
+    by_model: dict[str, dict[str, int]] = {}
+    for r in in_range:
+        entry = by_model.setdefault(r["model"], {"token_count": 0, "request_count": 0})
+        entry["token_count"] += int(r["total_tokens"])
+        entry["request_count"] += int(r["request_count"])
+    grand = totals["total_tokens"]
+    model_usage: list[dict[str, Any]] = sorted(
+        (
+            {
+                "model": model,
+                **counts,
+                "share": round(counts["token_count"] / grand, 4) if grand else 0.0,
+            }
+            for model, counts in by_model.items()
+        ),
+        key=lambda m: (-int(m["token_count"]), str(m["model"])),
+    )
+    tokens_by_day: dict[str, int] = {}
+    for r in tokens:
+        tokens_by_day[r["day"]] = tokens_by_day.get(r["day"], 0) + int(r["total_tokens"])
+    activity: list[dict[str, Any]] = []
+    for offset in range(ACTIVITY_DAYS - 1, -1, -1):
+        day = (today - dt.timedelta(days=offset)).isoformat()
+        activity.append(
+            {
+                "date": day,
+                "message_count": messages.get(day, 0),
+                "token_count": tokens_by_day.get(day, 0),
+            }
+        )
+    active: set[str] = {a["date"] for a in activity if a["message_count"] or a["token_count"]}
+    sessions_in_range = set().union(*(ids for d, ids in session_days.items() if d >= start))
+    out: dict[str, Any] = {
+        "range_days": days,
+        **totals,
+        "session_count": len(sessions_in_range),
+        "message_count": sum(n for d, n in messages.items() if d >= start),
+        "active_days": sum(1 for d in active if d >= start),
+        "current_streak": _streak(active, today),
+        "most_used_model_share": model_usage[0]["share"] if model_usage else 0.0,
+        "activity": activity,
+        "model_usage": model_usage,
+    }
+    if model_usage:
+        out["most_used_model"] = model_usage[0]["model"]
+    return out
+
+
+def _streak(active: set[str], today: dt.date) -> int:
+    """Consecutive active days ending today (or yesterday, if today has no activity yet)."""
+    day = today if today.isoformat() in active else today - dt.timedelta(days=1)
+    count = 0
+    while day.isoformat() in active:
+        count += 1
+        day -= dt.timedelta(days=1)
+    return count

@@ -1,0 +1,1 @@
+"""Model providers: the only code that talks to model APIs."""

@@ -1,0 +1,85 @@
+"""The provider protocol: streaming chat with tools, a non-streaming completion, model lists.
+
+Requests and stream items are plain data, independent of any SDK; `ProviderError.kind` tells the
+kernel what went wrong without it knowing the SDK's exception types.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+ErrorKind = Literal["auth", "rate_limit", "context_overflow", "network", "bad_response"]
+
+
+class ProviderError(Exception):
+    """A failed provider call, classified. The message never contains the API key."""
+
+    def __init__(self, kind: ErrorKind, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """One model request: OpenAI-format messages and tool schemas."""
+
+    model: str
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    reasoning_effort: str | None = None
+    max_tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    text: str
+
+
+@dataclass(frozen=True)
+class ReasoningDelta:
+    text: str
+
+
+@dataclass(frozen=True)
+class ToolCallDelta:
+    """A fragment of tool call `index`: id and name arrive once, arguments in pieces."""
+
+    index: int
+    id: str | None = None
+    name: str | None = None
+    arguments: str = ""
+
+
+@dataclass(frozen=True)
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+    cached_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class Done:
+    finish_reason: str
+
+
+StreamItem = TextDelta | ReasoningDelta | ToolCallDelta | Usage | Done
+
+
+@dataclass(frozen=True)
+class Completion:
+    text: str
+    usage: Usage
+
+
+class Provider(Protocol):
+    """What the kernel needs from a model API."""
+
+    def stream(self, request: ChatRequest) -> AsyncIterator[StreamItem]: ...
+
+    async def complete(self, request: ChatRequest) -> Completion: ...
+
+    async def models(self) -> list[str]: ...
