@@ -223,6 +223,8 @@ def exec_(
 
     from app.client import ExecOptions, Target, run_exec
 
+    if not prompt.strip():
+        fail("PROMPT: must not be empty")
     if url is not None and socket is not None:
         fail("give either --socket or --url, not both")
     if url is None and (token_file is not None or cacert is not None):

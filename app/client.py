@@ -113,6 +113,8 @@ class Exec:
         self.run_id: str | None = None
         self.printed = ""  # text of the current assistant message written so far
         self.error: str | None = None
+        self.thinking = False  # reasoning was written to stderr without a newline yet
+        self.queued = ""  # our queue item while the session is busy with another turn
 
     def note(self, text: str) -> None:
         self.err.write(text + "\n")
@@ -125,11 +127,8 @@ class Exec:
 
     def start(self) -> None:
         if not self.session:
-            body = {
-                k: v
-                for k, v in (("model", self.opts.model), ("project_id", self.opts.project_id))
-                if v
-            }
+            body = {"model": self.opts.model, "project_id": self.opts.project_id}
+            body = {k: v for k, v in body.items() if v}
             created = checked(self.http.post("/sessions", json=body)).json()
             self.session = str(created["id"])
         self.note(f"foya: session {self.session}")
@@ -140,7 +139,10 @@ class Exec:
             frames = sse_frames(checked(response).iter_lines())
             next(frames, None)  # the `: ok` comment: the subscription exists from here on
             turn = {"message": self.opts.prompt}
-            checked(self.http.post(f"/sessions/{self.session}/turns", json=turn))
+            accepted = checked(self.http.post(f"/sessions/{self.session}/turns", json=turn)).json()
+            if accepted.get("status") == "queued":
+                self.queued = str(accepted["queued"]["id"])
+                self.note("foya: the session is busy; the message waits in its queue")
             for frame in frames:
                 if frame is not None and (code := self.handle(*frame)) is not None:
                     return code
@@ -157,20 +159,23 @@ class Exec:
             return None
         if event.get("run_id") != self.run_id:
             return None
+        if self.thinking and kind != "reasoning_delta":
+            self.thinking = False
+            self.note("")  # end the reasoning's line
         if kind == "message_delta":
             self.write(str(payload))
         elif kind == "reasoning_delta" and self.opts.show_reasoning:
             dim = self.err.isatty()
             self.err.write(f"\x1b[2m{payload}\x1b[0m" if dim else str(payload))
+            self.thinking = True
             self.err.flush()
         elif kind == "message_end" and payload.get("role") == "assistant":
             self.end_message(str(payload.get("content") or ""))
         elif kind == "tool_begin":
             self.note(f"[tool] {payload.get('name')} ...")
         elif kind == "tool_end":
-            outcome = (
-                "error: " + _first_line(payload.get("output")) if payload.get("is_error") else "ok"
-            )
+            output = (str(payload.get("output") or "").strip().splitlines() or [""])[0]
+            outcome = f"error: {output[:DETAIL_CHARS]}" if payload.get("is_error") else "ok"
             self.note(f"[tool] {payload.get('name')} {outcome}")
         elif kind == "approval_request":
             self.approve(payload)
@@ -214,26 +219,33 @@ class Exec:
         checked(self.http.post(path, json={"decision": decision}))
 
     def cancel(self) -> None:
-        if self.session:
-            self.note(f"foya: cancelling the turn of session {self.session}")
-            checked(self.http.post(f"/sessions/{self.session}/cancel"))
-
-
-def _first_line(value: Any) -> str:
-    lines = str(value or "").strip().splitlines()
-    return lines[0][:DETAIL_CHARS] if lines else ""
+        """Ctrl-C: stop our turn, or withdraw our message while it still waits in the queue."""
+        if self.run_id is None and self.queued:
+            gone = self.http.delete(f"/sessions/{self.session}/queue/{self.queued}")
+            if gone.status_code == 204:  # else it has just started: cancel it
+                self.note("foya: removed the message from the queue")
+                return
+        self.note(f"foya: cancelling the turn of session {self.session}")
+        checked(self.http.post(f"/sessions/{self.session}/cancel"))
 
 
 def run_exec(target: Target, opts: ExecOptions, out: TextIO, err: TextIO, stdin: TextIO) -> int:
     """Run one turn; the process exit code."""
-    with target.client() as http:
+    try:
+        http = target.client()
+    except (ssl.SSLError, OSError) as exc:
+        err.write(f"foya: --cacert: cannot load {target.cacert} ({exc})\n")
+        return UNREACHABLE
+    with http:
         job = Exec(http, opts, out, err, stdin)
         try:
             job.start()
             return job.run()
         except KeyboardInterrupt:
+            job.end_message("")  # end the half-printed line
             with contextlib.suppress(KeyboardInterrupt, httpx.HTTPError, KernelError):
-                job.cancel()
+                if job.session:
+                    job.cancel()
             return CANCELLED
         except KernelError as exc:
             job.note(f"foya: the kernel answered {exc.status} {exc.code}: {exc.message}")

@@ -7,6 +7,7 @@ Wire envelope (reference §2): `{seq, kind, session, run_id?, time, payload?}`. 
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,6 +59,15 @@ class Event:
     run_id: str | None
     time_ns: int
     payload: Any = None
+    _json: str | None = field(default=None, init=False, repr=False, compare=False)
+
+    def json(self) -> str:
+        """The envelope as JSON, encoded once however many subscribers send it."""
+        if self._json is None:
+            encoded = json.dumps(self.wire(), separators=(",", ":"), ensure_ascii=False)
+            object.__setattr__(self, "_json", encoded)  # a cache, not state: frozen otherwise
+        assert self._json is not None
+        return self._json
 
     def wire(self) -> dict[str, Any]:
         """The JSON envelope clients receive."""

@@ -12,17 +12,16 @@ broker cuts such a subscriber off independently, so the producer never waits on 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Protocol
+from typing import Protocol
 
 from starlette.types import Receive, Scope, Send
 
 from app.events import Event
 
 HEARTBEAT = 15.0
+BATCH = 64
 SEND_TIMEOUT = 10.0
 HEADERS = [
     (b"content-type", b"text/event-stream; charset=utf-8"),
@@ -35,16 +34,21 @@ HEADERS = [
 class EventSource(Protocol):
     async def next(self) -> Event | None: ...
 
+    def ready(self, limit: int) -> list[Event]: ...
+
 
 def frame(event: Event) -> bytes:
     """One SSE frame for `event`."""
-    data = json.dumps(event.wire(), separators=(",", ":"), ensure_ascii=False)
     head = f"id: {event.seq}\n" if event.seq else ""
-    return f"{head}event: {event.kind}\ndata: {data}\n\n".encode()
+    return f"{head}event: {event.kind}\ndata: {event.json()}\n\n".encode()
 
 
 class EventStreamResponse:
-    """Streams events from `open_source()` until it ends, the client leaves or a send stalls."""
+    """Streams events from `open_source()` until it ends, the client leaves or a send stalls.
+
+    Events already waiting when one is sent go out in the same chunk (`BATCH` at most), so a
+    burst costs one send, not one per event.
+    """
 
     def __init__(self, open_source: Callable[[], AbstractAsyncContextManager[EventSource]]) -> None:
         self.open_source = open_source
@@ -53,41 +57,48 @@ class EventStreamResponse:
         async with self.open_source() as source:
             await send({"type": "http.response.start", "status": 200, "headers": HEADERS})
             await send({"type": "http.response.body", "body": b": ok\n\n", "more_body": True})
-            gone = asyncio.ensure_future(_disconnected(receive))
+            task = asyncio.current_task()
+            assert task is not None
+            left = False
+
+            def client_left(watcher: asyncio.Future[None]) -> None:
+                nonlocal left
+                if not watcher.cancelled():
+                    left = True
+                    task.cancel()
+
+            watcher = asyncio.ensure_future(_disconnected(receive))
+            watcher.add_done_callback(client_left)
             try:
-                async for chunk in _chunks(source, gone):
-                    await asyncio.wait_for(
-                        send({"type": "http.response.body", "body": chunk, "more_body": True}),
-                        SEND_TIMEOUT,
-                    )
+                await _pump(source, send)
+            except asyncio.CancelledError:
+                if not left:
+                    raise
+                task.uncancel()
+                return
             except (TimeoutError, OSError):
                 return  # a stalled or vanished client: drop the connection
             finally:
-                gone.cancel()
-            with contextlib.suppress(TimeoutError, OSError):
-                await asyncio.wait_for(
-                    send({"type": "http.response.body", "body": b"", "more_body": False}),
-                    SEND_TIMEOUT,
-                )
+                watcher.remove_done_callback(client_left)
+                watcher.cancel()
 
 
-async def _chunks(source: EventSource, gone: asyncio.Future[None]) -> AsyncIterator[bytes]:
-    """Frames and heartbeats until the source ends or the client disconnects."""
+async def _pump(source: EventSource, send: Send) -> None:
+    """Frames and heartbeats until the source ends."""
     while True:
-        nxt = asyncio.ensure_future(source.next())
-        waiters: set[asyncio.Future[Any]] = {nxt, gone}
-        done, _ = await asyncio.wait(waiters, timeout=HEARTBEAT, return_when="FIRST_COMPLETED")
-        if gone in done:
-            nxt.cancel()
-            return
-        if nxt not in done:
-            nxt.cancel()
-            yield b": heartbeat\n\n"
-            continue
-        event = nxt.result()
-        if event is None:
-            return
-        yield frame(event)
+        try:
+            async with asyncio.timeout(HEARTBEAT):
+                event = await source.next()
+        except TimeoutError:
+            chunk = b": heartbeat\n\n"
+        else:
+            if event is None:
+                break
+            chunk = b"".join(frame(e) for e in [event, *source.ready(BATCH)])
+        async with asyncio.timeout(SEND_TIMEOUT):
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+    async with asyncio.timeout(SEND_TIMEOUT):
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 async def _disconnected(receive: Receive) -> None:

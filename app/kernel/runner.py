@@ -50,6 +50,10 @@ GUARDIAN_PROMPT = (
 )
 
 
+#: Cancel reasons that end the runner (the others, like queue_dispatch, only end one turn).
+_ENDING = ("user_stop", "session_deleted", "context_cancelled")
+
+
 class ToolNotRunning(Conflict):
     code = "tool_not_running"
 
@@ -185,7 +189,11 @@ class Turns:
         run = self.runs.get(session)
         if reason == "user_stop":
             self.queues.of(session).paused = True
-        if run is None or run.turn is None or run.turn.done() or run.cancel_reason is not None:
+        if run is None or run.cancel_reason is not None:
+            return
+        if run.turn is None or run.turn.done():
+            if reason in _ENDING:
+                run.cancel_reason = reason  # between turns: the runner stops before the next
             return
         run.cancel_reason = reason
         await self._emit(
@@ -228,7 +236,7 @@ class Turns:
     async def _drain(self, run: Run, first: dict[str, Any] | None) -> None:
         try:
             body = first
-            while True:
+            while run.cancel_reason is None:
                 if body is None:
                     if self.queues.of(run.session).paused:
                         return
@@ -237,12 +245,11 @@ class Turns:
                         return
                     await self._queue_changed(run.session)
                     body = {"message": item["text"], **_extras(item)}
-                run.cancel_reason = None
                 run.turn = asyncio.create_task(self._turn(run, body))
                 await asyncio.shield(run.turn)
                 body = None
-                if run.cancel_reason in ("user_stop", "session_deleted", "context_cancelled"):
-                    return
+                if run.cancel_reason not in _ENDING:
+                    run.cancel_reason = None  # completed, failed, or dispatched: go on
         except Exception:
             self.log.exception("runner failed", session=run.session)
         finally:

@@ -30,6 +30,7 @@ class SessionStream:
         self._cursor = after or 0
         self._last_sent = after or 0
         self._pending: deque[Event] = deque()
+        self._ended = False
 
     def prepend(self, events: list[Event]) -> None:
         """Send these (unstored) events first, e.g. a snapshot of a message being generated."""
@@ -38,6 +39,8 @@ class SessionStream:
     async def next(self) -> Event | None:
         """The next event for the client; None when the stream is over."""
         while True:
+            if self._ended:
+                return None
             if self._pending:
                 return self._sent(self._pending.popleft())
             if self._replaying:
@@ -50,9 +53,26 @@ class SessionStream:
                 continue
             event = await self.sub.get()
             if event is None:
+                self._ended = True
                 return None
             if event.seq == 0 or event.seq > self._last_sent:
                 return self._sent(event)
+
+    def ready(self, limit: int) -> list[Event]:
+        """Up to `limit` events available right now, without waiting (same rules as `next`)."""
+        out: list[Event] = []
+        while len(out) < limit and not self._ended:
+            if self._pending:
+                out.append(self._sent(self._pending.popleft()))
+                continue
+            if self._replaying or self.sub.queue.empty():
+                break
+            event = self.sub.queue.get_nowait()
+            if event is None:
+                self._ended = True
+            elif event.seq == 0 or event.seq > self._last_sent:
+                out.append(self._sent(event))
+        return out
 
     def _sent(self, event: Event) -> Event:
         if event.seq > self._last_sent:

@@ -108,6 +108,10 @@ class Store:
     async def delete_session(self, session: str) -> None:
         await self.db.write(lambda c: history.delete_session(c, session, time.time_ns()))
 
+    async def source_digest(self, session: str, through_seq: int) -> str:
+        """The digest a checkpoint covering the active messages up to `through_seq` must carry."""
+        return await self.db.read(lambda c: checkpoints.source_digest(c, session, through_seq))
+
     async def checkpoint(self, session: str) -> dict[str, Any] | None:
         """The session's valid compaction checkpoint (repaired or dropped if broken)."""
         return await self.db.write(lambda c: checkpoints.load(c, session))

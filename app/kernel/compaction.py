@@ -1,0 +1,122 @@
+"""Compaction: keep a long session inside the model's context window without losing history.
+
+The model's input becomes the validated checkpoint summary plus the active messages after its
+boundary; the user's history stays whole (the checkpoint is a fact in the log and a projection).
+A boundary never separates an assistant tool call from its results.
+
+Budget (reference §7): the output reserve is a quarter of the window (at most 16K) until a
+reply was seen, then twice the last output clamped to 1K-8K; an unknown window counts as 32K.
+Token estimates use the last accepted request's real input count as a baseline where one exists
+(`context_request_accepted`), plus ~4 characters per token for what was added since.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from app.kernel.ids import iso_now, new_id
+from app.store.checkpoints import CHECKPOINT_VERSION
+
+DEFAULT_WINDOW = 32_000
+KEEP_TAIL_USER_MESSAGES = 1
+CHARS_PER_TOKEN = 4
+SECTIONS = ("Goal", "Progress", "Key Decisions", "Next Steps", "Critical Context")
+SUMMARY_PROMPT = (
+    "You compact the history of a coding agent's conversation so work can continue in a fresh "
+    "context. Write a faithful, specific summary in Markdown with exactly these sections: "
+    + ", ".join(f"## {s}" for s in SECTIONS)
+    + ". Keep file paths, commands, identifiers, decisions and open problems; drop chit-chat."
+)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a compaction would cover."""
+
+    through_seq: int
+    covered: list[dict[str, Any]]
+    tail: list[dict[str, Any]]
+
+
+def estimate_tokens(messages: list[dict[str, Any]]) -> int:
+    """A provider-independent estimate: ~4 characters per token of the JSON form."""
+    return sum(len(json.dumps(m, ensure_ascii=False)) for m in messages) // CHARS_PER_TOKEN + 1
+
+
+def output_reserve(window: int, last_output: int | None) -> int:
+    if last_output is None:
+        return min(window // 4, 16_000)
+    return max(1_000, min(2 * last_output, 8_000))
+
+
+def over_budget(estimate: int, window: int | None, last_output: int | None) -> bool:
+    size = window or DEFAULT_WINDOW
+    return estimate > size - output_reserve(size, last_output)
+
+
+def plan(history: list[dict[str, Any]], after_seq: int) -> Plan | None:
+    """Cover the messages after `after_seq` up to the last user message (kept as the tail).
+
+    The boundary is moved back so that no tool call is separated from its results; None if
+    nothing would be covered.
+    """
+    pending = [m for m in history if int(m["event_seq"]) > after_seq]
+    users = [i for i, m in enumerate(pending) if m.get("role") == "user"]
+    if len(users) < KEEP_TAIL_USER_MESSAGES:
+        return None
+    cut = users[-KEEP_TAIL_USER_MESSAGES] if users else len(pending)
+    # Never end the covered part inside a tool exchange: back up to before the call.
+    while cut > 0 and (
+        pending[cut - 1].get("role") == "tool" or pending[cut - 1].get("tool_calls")
+    ):
+        cut -= 1
+    if cut == 0:
+        return None
+    return Plan(int(pending[cut - 1]["event_seq"]), pending[:cut], pending[cut:])
+
+
+def summary_request(previous: str | None, covered: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Messages for the non-streaming summary call."""
+    lines = []
+    if previous:
+        lines.append(f"Summary of the conversation before this part:\n{previous}\n")
+    for m in covered:
+        role = m.get("role", "")
+        text = str(m.get("content") or "")
+        if m.get("tool_calls"):
+            calls = ", ".join(
+                f"{c['name']}({json.dumps(c.get('input', {}))})" for c in m["tool_calls"]
+            )
+            text = f"{text}\n[tool calls: {calls}]"
+        lines.append(f"[{role}] {text[:20_000]}")
+    return [
+        {"role": "system", "content": SUMMARY_PROMPT},
+        {"role": "user", "content": "\n".join(lines)},
+    ]
+
+
+def checkpoint(
+    summary: str, through_seq: int, source_digest: str, phase: str, before: int, after: int
+) -> dict[str, Any]:
+    """A checkpoint in the current format (validated again whenever it is loaded)."""
+    return {
+        "version": CHECKPOINT_VERSION,
+        "id": new_id(),
+        "through_seq": through_seq,
+        "source_digest": source_digest,
+        "summary": summary,
+        "phase": phase,
+        "estimated_tokens_before": before,
+        "estimated_tokens_after": after,
+        "created_at": iso_now(),
+    }
+
+
+def summary_message(summary: str) -> dict[str, Any]:
+    """The checkpoint as the model sees it, in place of the messages it covers."""
+    return {
+        "role": "user",
+        "content": "Summary of the earlier conversation (compacted):\n\n" + summary,
+    }
