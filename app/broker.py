@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections.abc import Iterator
 
 from prometheus_client import Counter, Gauge
@@ -74,9 +75,10 @@ class Broker:
             "Subscribers cut off after a must-deliver event waited too long.",
             registry=registry,
         )
-        self.published = Counter(
+        published = Counter(
             "foya_broker_events_published", "Events published by kind.", ["kind"], registry=registry
         )
+        self._published = functools.cache(published.labels)
 
     @contextlib.contextmanager
     def subscribe(self, topic: str) -> Iterator[Subscription]:
@@ -97,9 +99,13 @@ class Broker:
             self.subscribers.dec()
             sub.close()
 
-    def publish(self, topic: str, event: Event) -> None:
-        """Lossy: drop the event for any subscriber whose buffer is full."""
-        self.published.labels(event.kind).inc()
+    def publish(self, topic: str, event: Event) -> bool:
+        """Lossy: drop the event for any subscriber whose buffer is full.
+
+        Returns True when some subscriber's buffer is at least half full: a producer that can
+        afford it should yield to the event loop so the writers drain before anything drops."""
+        self._published(event.kind).inc()
+        pressure = False
         for sub in self._topics.get(topic, ()):
             if sub.closed:
                 continue
@@ -107,10 +113,12 @@ class Broker:
                 sub.queue.put_nowait(event)
             except asyncio.QueueFull:
                 self.dropped.inc()
+            pressure = pressure or sub.queue.qsize() >= BUFFER // 2
+        return pressure
 
     async def deliver(self, topic: str, event: Event) -> None:
         """Must-deliver: bounded wait per full subscriber, then cut it off."""
-        self.published.labels(event.kind).inc()
+        self._published(event.kind).inc()
         waiting = []
         for sub in list(self._topics.get(topic, ())):
             if sub.closed:

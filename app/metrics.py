@@ -48,6 +48,12 @@ class Metrics:
             buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10),
             registry=self.registry,
         )
+        self.tokens = Counter(
+            "foya_model_tokens",
+            "Model tokens by model and kind (input, output, cached).",
+            ["model", "kind"],
+            registry=self.registry,
+        )
         self.in_flight = Gauge(
             "foya_http_requests_in_flight", "HTTP requests being served.", registry=self.registry
         )

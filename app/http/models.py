@@ -200,3 +200,11 @@ class DefaultModels(Strict):
     fast: ModelChoice = ModelChoice()
     image: ModelChoice = ModelChoice()
     video: ModelChoice = ModelChoice()
+
+
+class Compacted(BaseModel):
+    checkpoint_id: str
+    phase: str
+    through_seq: int
+    estimated_tokens_before: int
+    estimated_tokens_after: int

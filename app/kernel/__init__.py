@@ -78,6 +78,7 @@ class Kernel:
             self.queues,
             registry(),
             settings.data_dir,
+            metrics,
         )
         self.sessions.is_busy = self.turns.is_busy
         self.sessions.stop_work = self.turns.stop

@@ -16,7 +16,14 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from app.errors import Conflict, FoyaError
+from app.events import COMPACTION_COMPLETED, COMPACTION_FAILED, COMPACTION_STARTED, EventDraft
+from app.kernel.context import summary_message
 from app.kernel.ids import iso_now, new_id
+from app.kernel.providers import Providers
+from app.kernel.sessions import Sessions
+from app.providers.base import ChatRequest, ProviderError
+from app.store import Store
 from app.store.checkpoints import CHECKPOINT_VERSION
 
 DEFAULT_WINDOW = 32_000
@@ -114,9 +121,79 @@ def checkpoint(
     }
 
 
-def summary_message(summary: str) -> dict[str, Any]:
-    """The checkpoint as the model sees it, in place of the messages it covers."""
-    return {
-        "role": "user",
-        "content": "Summary of the earlier conversation (compacted):\n\n" + summary,
-    }
+class NothingToCompact(Conflict):
+    code = "nothing_to_compact"
+
+
+class CompactionUnavailable(FoyaError):
+    status = 501
+    code = "compaction_unavailable"
+
+
+class CompactionFailed(FoyaError):
+    status = 502
+    code = "compaction_failed"
+
+
+def route_key(row: dict[str, Any], connection: dict[str, Any]) -> str:
+    """Accepted boundaries are kept per (connection, kind, base URL, model)."""
+    return "|".join(
+        (
+            str(row.get("connection_id") or ""),
+            "openai",
+            str(connection.get("base_url", "")),
+            row["model"],
+        )
+    )
+
+
+def context_window(connection: dict[str, Any], model: str) -> int | None:
+    settings = (connection.get("model_settings") or {}).get(model) or {}
+    window = settings.get("context_window") or settings.get("max_input_tokens")
+    return int(window) if window else None
+
+
+class Compactor:
+    """Runs compactions: a summary call, then `compaction_completed` with the checkpoint."""
+
+    def __init__(self, sessions: Sessions, store: Store, providers: Providers) -> None:
+        self.sessions = sessions
+        self.store = store
+        self.providers = providers
+
+    async def compact(self, session: str, phase: str, run_id: str | None = None) -> dict[str, Any]:
+        """Compact the session's active history now; returns the new checkpoint."""
+        row = await self.sessions.row(session)
+        try:
+            provider = self.providers.for_session(row)
+        except ProviderError as exc:
+            raise CompactionUnavailable(exc.message) from None
+        history = await self.store.history(session)
+        previous = await self.store.checkpoint(session)
+        chosen = plan(history, int(previous["through_seq"]) if previous else 0)
+        if chosen is None:
+            raise NothingToCompact("nothing to compact: the history is already as short as it gets")
+        emit = self.sessions.emit
+        await emit(EventDraft(session, COMPACTION_STARTED, {"phase": phase}, run_id))
+        try:
+            completion = await provider.complete(
+                ChatRequest(
+                    model=row["model"],
+                    messages=summary_request(
+                        str(previous["summary"]) if previous else None, chosen.covered
+                    ),
+                )
+            )
+        except ProviderError as exc:
+            await emit(
+                EventDraft(
+                    session, COMPACTION_FAILED, {"phase": phase, "error": exc.message}, run_id
+                )
+            )
+            raise CompactionFailed(f"compaction failed: {exc.message}") from None
+        before = estimate_tokens(history)
+        after = estimate_tokens([summary_message(completion.text), *chosen.tail])
+        digest = await self.store.source_digest(session, chosen.through_seq)
+        made = checkpoint(completion.text, chosen.through_seq, digest, phase, before, after)
+        await emit(EventDraft(session, COMPACTION_COMPLETED, made, run_id))
+        return made

@@ -111,6 +111,7 @@ class Connections:
         return connection
 
     async def update(self, connection_id: str, fields: dict[str, Any]) -> dict[str, Any]:
+        fields = {key: value for key, value in fields.items() if value is not None}
         if "auth_kind" in fields and fields["auth_kind"] != "api_key":
             raise BadRequest("auth_kind: only api_key is supported", code="unsupported_auth_kind")
         if "type" in fields and fields["type"] not in TYPES:

@@ -13,6 +13,14 @@ SYSTEM_PROMPT = (
 )
 
 
+def summary_message(summary: str) -> dict[str, Any]:
+    """A compaction checkpoint as the model sees it."""
+    return {
+        "role": "user",
+        "content": "Summary of the earlier conversation (compacted):\n\n" + summary,
+    }
+
+
 def system_message(cwd: Path) -> dict[str, Any]:
     return {"role": "system", "content": SYSTEM_PROMPT.format(cwd=cwd)}
 
@@ -41,13 +49,19 @@ def to_openai(message: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
-def build(cwd: Path, history: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """System prompt plus the active history, with unanswered tool calls closed.
+def build(
+    cwd: Path, history: list[dict[str, Any]], checkpoint: dict[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """System prompt, the checkpoint's summary (if any) in place of the messages it covers, then
+    the active messages after it, with unanswered tool calls closed.
 
     A turn cancelled mid-tool leaves an assistant message whose calls have no result; providers
     reject that, so such calls get a synthetic "cancelled" result here.
     """
     messages = [system_message(cwd)]
+    if checkpoint is not None:
+        messages.append(summary_message(str(checkpoint["summary"])))
+        history = [m for m in history if int(m["event_seq"]) > int(checkpoint["through_seq"])]
     answered = {m.get("tool_call_id") for m in history if m.get("role") == "tool"}
     for message in history:
         converted = to_openai(message)

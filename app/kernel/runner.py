@@ -12,6 +12,7 @@ saves the partial reply with `turn_status` cancelled and emits `turn_complete{ca
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import time
 from dataclasses import dataclass, field
@@ -19,15 +20,19 @@ from pathlib import Path
 from typing import Any
 
 from app import events as k
-from app.errors import BadRequest, Conflict
+from app.errors import BadRequest, Conflict, FoyaError
 from app.events import EventDraft
-from app.kernel import context
-from app.kernel.approvals import Approvals, Ask
+from app.kernel import compaction, context
+from app.kernel.approvals import Approvals
+from app.kernel.compaction import Compactor
 from app.kernel.ids import iso_now, new_id
 from app.kernel.providers import Providers
 from app.kernel.queue import Queues
-from app.kernel.sessions import Sessions
+from app.kernel.sessions import SessionBusy, Sessions
+from app.kernel.titles import Titles
+from app.kernel.tooling import ToolRunner, parsed
 from app.logs import get_logger
+from app.metrics import Metrics
 from app.providers.base import (
     ChatRequest,
     Done,
@@ -38,16 +43,11 @@ from app.providers.base import (
     Usage,
 )
 from app.store import Store
-from app.tools import Tool, ToolError, ToolResult
-from app.tools.base import ToolContext, inside
+from app.tools import Tool, ToolResult
 
 SNAPSHOT_EVERY = 0.25
 STOP_GRACE = 3.0
 MAX_ELEMENTS, MAX_ELEMENT_BYTES, MAX_ELEMENTS_BYTES, MAX_FILES = 8, 40 * 1024, 96 * 1024, 16
-GUARDIAN_PROMPT = (
-    "You review tool calls of a coding agent for safety. Answer with exactly one word: ALLOW if "
-    "the call is a reasonable, non-destructive step for a developer's task, DENY otherwise."
-)
 
 
 #: Cancel reasons that end the runner (the others, like queue_dispatch, only end one turn).
@@ -71,6 +71,9 @@ class Run:
     reasoning: list[str] = field(default_factory=list)
     cancel_reason: str | None = None
     tools: dict[str, asyncio.Task[ToolResult]] = field(default_factory=dict)
+    steps: int = 0
+    last_output: int | None = None
+    overflow_retried: bool = False
 
     def partial(self) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": "".join(self.text)}
@@ -111,21 +114,26 @@ class Turns:
         queues: Queues,
         tools: dict[str, Tool],
         data_dir: Path,
+        metrics: Metrics,
     ) -> None:
         self.sessions = sessions
         self.store = store
         self.providers = providers
         self.approvals = approvals
         self.queues = queues
-        self.tools = tools
-        self.trash = data_dir / "trash"
+        self.metrics = metrics
+        self.compactor = Compactor(sessions, store, providers)
+        self.titles = Titles(sessions, store, providers)
+        self.compacting: set[str] = set()
+        self.tool_runner = ToolRunner(tools, approvals, providers, data_dir / "trash")
         self.runs: dict[str, Run] = {}
         self.log = get_logger("foya.turns")
 
     # -- state ---------------------------------------------------------------------------------
 
     def running(self, session: str) -> bool:
-        return session in self.runs
+        """A turn runs or a compaction is under way: new input is queued."""
+        return session in self.runs or session in self.compacting
 
     def is_busy(self, session: str) -> bool:
         return session in self.runs or bool(self.queues.of(session).items)
@@ -149,6 +157,7 @@ class Turns:
                 queue.paused = False
                 self._start(session, None)
             return {"run_id": session, "status": "queued", "queued": item}
+        queue.paused = False  # new input after a stop resumes the queue behind it
         self._start(session, body)
         return {"run_id": session, "status": "started"}
 
@@ -224,7 +233,37 @@ class Turns:
                 run.task.cancel()
 
     async def stop_all(self) -> None:
+        self.titles.cancel_all()
         await asyncio.gather(*(self.stop(s, "context_cancelled") for s in list(self.runs)))
+
+    async def compact(self, session: str) -> dict[str, Any]:
+        """`POST /sessions/{id}/compact`: idle sessions only; input meanwhile is queued."""
+        await self.sessions.row(session)
+        if self.running(session):
+            raise SessionBusy("the session is busy; compact it when the turn has finished")
+        self.compacting.add(session)
+        try:
+            await self.sessions.save(
+                session, {"phase": "compaction", "updated_at_ns": time.time_ns()}
+            )
+            try:
+                made = await self.compactor.compact(session, "standalone")
+            finally:
+                await self.sessions.save(
+                    session, {"phase": "idle", "updated_at_ns": time.time_ns()}
+                )
+        finally:
+            self.compacting.discard(session)
+        queue = self.queues.of(session)
+        if queue.items and not queue.paused and session not in self.runs:
+            self._start(session, None)
+        return {
+            "checkpoint_id": made["id"],
+            "phase": made["phase"],
+            "through_seq": made["through_seq"],
+            "estimated_tokens_before": made["estimated_tokens_before"],
+            "estimated_tokens_after": made["estimated_tokens_after"],
+        }
 
     # -- the runner ------------------------------------------------------------------------------
 
@@ -254,6 +293,9 @@ class Turns:
             self.log.exception("runner failed", session=run.session)
         finally:
             self.runs.pop(run.session, None)
+            queue = self.queues.of(run.session)
+            if queue.items and not queue.paused and run.cancel_reason not in _ENDING:
+                self._start(run.session, None)  # input queued while this runner was ending
 
     async def _emit(
         self,
@@ -264,8 +306,10 @@ class Turns:
     ) -> None:
         await self.sessions.emit(EventDraft(run.session, kind, payload, run.run_id, blobs or {}))
 
-    async def _set_phase(self, session: str, phase: str) -> None:
-        await self.sessions.save(session, {"phase": phase, "updated_at_ns": time.time_ns()})
+    async def _set_phase(self, run: Run, phase: str, then: list[EventDraft]) -> None:
+        """Change the session's phase and append `then`, in one commit."""
+        columns = {"phase": phase, "updated_at_ns": time.time_ns()}
+        await self.sessions.save(run.session, columns, then)
 
     async def _queue_changed(self, session: str) -> None:
         items = self.queues.items(session)
@@ -274,14 +318,28 @@ class Turns:
     async def _turn(self, run: Run, body: dict[str, Any]) -> None:
         run.run_id, run.started_at = new_id(), iso_now()
         run.text, run.reasoning = [], []
-        await self._set_phase(run.session, "turn")
+        run.steps, run.overflow_retried = 0, False
         user = {"role": "user", "content": body["message"], "created_at": iso_now()}
         user.update(_extras(body))
-        await self._emit(run, k.MESSAGE_END, user)
-        await self._emit(run, k.TURN_STARTED, {"run_id": run.run_id, "started_at": run.started_at})
+        await self._set_phase(
+            run,
+            "turn",
+            [
+                EventDraft(run.session, k.MESSAGE_END, user, run.run_id),
+                EventDraft(
+                    run.session,
+                    k.TURN_STARTED,
+                    {"run_id": run.run_id, "started_at": run.started_at},
+                    run.run_id,
+                ),
+            ],
+        )
+        # An empty snapshot marks the turn as in progress: if the process dies, recovery closes
+        # the turn with turn_complete{failed, interrupted}.
+        await self.store.put_snapshot(run.session, run.run_id, {"turn_started_at": run.started_at})
         status, reason = "completed", None
         try:
-            while await self._step(run):
+            while await self._step_or_compact(run):
                 pass
         except asyncio.CancelledError:
             asyncio.current_task().uncancel()  # type: ignore[union-attr]
@@ -303,7 +361,6 @@ class Turns:
             message.update(turn_completed_at=completed, turn_status=status, turn_reason=reason)
             await self._emit(run, k.MESSAGE_END, message)
         run.text, run.reasoning = [], []
-        await self.store.clear_snapshot(run.session)
         done: dict[str, Any] = {
             "run_id": run.run_id,
             "started_at": run.started_at,
@@ -312,31 +369,94 @@ class Turns:
         }
         if reason:
             done["reason"] = reason
-        await self._emit(run, k.TURN_COMPLETE, done)
-        await self._set_phase(run.session, "idle")
+        await self._set_phase(
+            run, "idle", [EventDraft(run.session, k.TURN_COMPLETE, done, run.run_id)]
+        )
+        await self.store.clear_snapshot(run.session)  # after turn_complete: see snapshots.py
+        if status == "completed":
+            self.titles.schedule(run.session)
+
+    async def _step_or_compact(self, run: Run) -> bool:
+        """A step; after the provider's first context-overflow error in a turn, compact and
+        let the loop try the step once more."""
+        try:
+            return await self._step(run)
+        except ProviderError as exc:
+            if exc.kind != "context_overflow" or run.overflow_retried:
+                raise
+            run.overflow_retried = True
+            run.text, run.reasoning = [], []
+            try:
+                await self.compactor.compact(run.session, "mid_turn", run.run_id)
+            except FoyaError:
+                raise exc from None
+            return True
+
+    async def _request(
+        self, run: Run, row: dict[str, Any], cwd: Path
+    ) -> tuple[ChatRequest, str, int]:
+        """The step's model request (compacting first if it would not fit); its route and the
+        last message seq it includes."""
+        connection = self.providers.connections.get(row["connection_id"])
+        route = compaction.route_key(row, connection)
+        window = compaction.context_window(connection, row["model"])
+        for attempt in range(2):
+            history = await self.store.history(run.session)
+            checkpoint = await self.store.checkpoint(run.session)
+            messages = context.build(cwd, history, checkpoint)
+            estimate = await self._estimate(run.session, route, messages, history, checkpoint)
+            if attempt or not compaction.over_budget(estimate, window, run.last_output):
+                break
+            phase = "mid_turn" if run.steps else "pre_turn"
+            try:
+                await self.compactor.compact(run.session, phase, run.run_id)
+            except FoyaError as exc:  # nothing to compact, or the summary failed: try as is
+                self.log.warning("compaction before a request failed", error=exc.message)
+                break
+        request = ChatRequest(
+            model=row["model"],
+            messages=messages,
+            tools=self.tool_runner.schemas(),
+            reasoning_effort=row.get("reasoning_effort") or None,
+        )
+        return request, route, int(history[-1]["event_seq"]) if history else 0
+
+    async def _estimate(
+        self,
+        session: str,
+        route: str,
+        messages: list[dict[str, Any]],
+        history: list[dict[str, Any]],
+        checkpoint: dict[str, Any] | None,
+    ) -> int:
+        """Tokens of `messages`: the last accepted request's real count for what it covered
+        (if the context below it has not changed since), plus an estimate of the rest."""
+        accepted = await self.store.boundary(session, route)
+        if accepted is None or (checkpoint and checkpoint["through_seq"] > accepted["through_seq"]):
+            return compaction.estimate_tokens(messages)
+        newer = [m for m in history if int(m["event_seq"]) > accepted["through_seq"]]
+        return int(accepted["input_tokens"]) + compaction.estimate_tokens(
+            [context.to_openai(m) or {} for m in newer]
+        )
 
     async def _step(self, run: Run) -> bool:
         """One model request and its tools; True if the model asked for tools (go on)."""
         row = await self.sessions.row(run.session)
         cwd = self.sessions.workspace(row)
         provider = self.providers.for_session(row)
-        history = await self.store.history(run.session)
-        request = ChatRequest(
-            model=row["model"],
-            messages=context.build(cwd, history),
-            tools=[_schema(t) for t in self.tools.values()],
-            reasoning_effort=row.get("reasoning_effort") or None,
-        )
+        request, route, through_seq = await self._request(run, row, cwd)
+        run.steps += 1
         calls: dict[int, dict[str, Any]] = {}
         usage: Usage | None = None
         last_snapshot = time.monotonic()
         async for item in provider.stream(request):
-            if isinstance(item, TextDelta):
-                run.text.append(item.text)
-                self.sessions.publish_delta(run.session, k.MESSAGE_DELTA, item.text, run.run_id)
-            elif isinstance(item, ReasoningDelta):
-                run.reasoning.append(item.text)
-                self.sessions.publish_delta(run.session, k.REASONING_DELTA, item.text, run.run_id)
+            if isinstance(item, TextDelta | ReasoningDelta):
+                kind = k.MESSAGE_DELTA if isinstance(item, TextDelta) else k.REASONING_DELTA
+                (run.text if isinstance(item, TextDelta) else run.reasoning).append(item.text)
+                if self.sessions.publish_delta(run.session, kind, item.text, run.run_id):
+                    # A burst from one network read would overflow a subscriber's buffer
+                    # before its writer runs: let the writers drain first.
+                    await asyncio.sleep(0)
             elif isinstance(item, ToolCallDelta):
                 await self._tool_delta(run, calls, item)
             elif isinstance(item, Usage):
@@ -346,19 +466,26 @@ class Turns:
             if time.monotonic() - last_snapshot >= SNAPSHOT_EVERY and run.text:
                 last_snapshot = time.monotonic()
                 await self.store.put_snapshot(run.session, run.run_id, run.partial())
+        tokens = {
+            "input_tokens": usage.input_tokens if usage else 0,
+            "output_tokens": usage.output_tokens if usage else 0,
+            "total_tokens": usage.total_tokens if usage else 0,
+            "cached_tokens": usage.cached_tokens if usage else 0,
+        }
         if usage is not None:
-            await self._emit(
-                run,
-                k.USAGE_UPDATED,
-                {
-                    "model": row["model"],
-                    "input_tokens": usage.input_tokens,
-                    "output_tokens": usage.output_tokens,
-                    "total_tokens": usage.total_tokens,
-                    "cached_tokens": usage.cached_tokens,
-                },
-            )
-        tool_calls = [_parsed(calls[i]) for i in sorted(calls)]
+            run.last_output = usage.output_tokens
+            await self._emit(run, k.USAGE_UPDATED, {"model": row["model"], **tokens})
+            for kind in ("input", "output", "cached"):
+                self.metrics.tokens.labels(row["model"], kind).inc(tokens[f"{kind}_tokens"])
+        accepted = {
+            "session_id": run.session,
+            "route": route,
+            "through_seq": through_seq,
+            "usage": tokens,
+            "payload_bytes": len(json.dumps(request.messages, ensure_ascii=False)),
+        }
+        await self._emit(run, k.CONTEXT_REQUEST_ACCEPTED, accepted)
+        tool_calls = [parsed(calls[i]) for i in sorted(calls)]
         message = run.partial()
         del message["turn_started_at"]
         message["created_at"] = iso_now()
@@ -373,6 +500,8 @@ class Turns:
                 turn_status="completed",
             )
         await self._emit(run, k.MESSAGE_END, message)
+        # The step's text is recorded: keep only the turn's in-progress marker.
+        await self.store.put_snapshot(run.session, run.run_id, {"turn_started_at": run.started_at})
         run.text, run.reasoning = [], []
         if not tool_calls:
             return False
@@ -387,8 +516,9 @@ class Turns:
                     "status": "pending",
                 },
             )
+        emit = functools.partial(self._emit, run)
         for call in tool_calls:
-            await self._run_tool(run, row, cwd, call)
+            await self.tool_runner.run(run.session, row, cwd, call, emit, run.tools)
         return True
 
     async def _tool_delta(
@@ -406,98 +536,8 @@ class Turns:
                 run, k.TOOL_BEGIN, {"id": call["id"], "name": call["name"], "status": "queued"}
             )
 
-    async def _run_tool(
-        self, run: Run, row: dict[str, Any], cwd: Path, call: dict[str, Any]
-    ) -> None:
-        result = await self._execute(run, row, cwd, call)
-        end: dict[str, Any] = {"id": call["id"], "name": call["name"], "output": result.output}
-        if result.is_error:
-            end["is_error"] = True
-        if result.diff:
-            end["diff"] = result.diff
-        await self._emit(run, k.TOOL_END, end)
-        message: dict[str, Any] = {
-            "role": "tool",
-            "tool_call_id": call["id"],
-            "name": call["name"],
-            "content": result.output,
-            "created_at": iso_now(),
-        }
-        if result.is_error:
-            message["is_error"] = True
-        if result.diff:
-            message["diff"] = result.diff
-        if result.file_change:
-            message["file_change"] = result.file_change
-        await self._emit(run, k.MESSAGE_END, message, result.blobs)
-
-    async def _execute(
-        self, run: Run, row: dict[str, Any], cwd: Path, call: dict[str, Any]
-    ) -> ToolResult:
-        tool = self.tools.get(call["name"])
-        if tool is None:
-            return ToolResult(f"unknown tool {call['name']!r}", is_error=True)
-        if call.get("invalid"):
-            return ToolResult("the tool arguments are not a JSON object", is_error=True)
-        ctx = ToolContext(cwd, self.trash)
-        args = call["input"]
-        try:
-            resource = tool.resource(args, ctx)
-            ask = Ask(
-                run.session,
-                tool.name,
-                tool.action(args),
-                json.dumps(args, ensure_ascii=False)[:2000],
-                str(resource) if resource else None,
-                resource is not None and not inside(resource, cwd),
-            )
-            decision = await self.approvals.check(
-                row["approval_mode"],
-                ask,
-                lambda kind, payload: self._emit(run, kind, payload),
-                lambda a: self.providers.guardian(row, GUARDIAN_PROMPT, a),
-            )
-            if decision == "denied":
-                return ToolResult("The user denied this tool call.", is_error=True)
-            task = asyncio.create_task(tool.run(args, ctx))
-            run.tools[call["id"]] = task
-            try:
-                return await task
-            except asyncio.CancelledError:
-                if asyncio.current_task().cancelling():  # type: ignore[union-attr]
-                    raise  # the whole turn is being cancelled
-                return ToolResult("cancelled by the user", is_error=True)
-            finally:
-                run.tools.pop(call["id"], None)
-        except ToolError as exc:
-            return ToolResult(str(exc), is_error=True)
-        except OSError as exc:
-            return ToolResult(f"{tool.name} failed: {exc.strerror or exc}", is_error=True)
-
 
 def _extras(body: dict[str, Any]) -> dict[str, Any]:
     return {
         key: body[key] for key in ("skill_ref", "attachments", "browser_elements") if body.get(key)
     }
-
-
-def _schema(tool: Tool) -> dict[str, Any]:
-    return {
-        "type": "function",
-        "function": {
-            "name": tool.name,
-            "description": tool.description,
-            "parameters": tool.parameters,
-        },
-    }
-
-
-def _parsed(call: dict[str, Any]) -> dict[str, Any]:
-    raw = "".join(call["args"]) or "{}"
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        value = None
-    if isinstance(value, dict):
-        return {"id": call["id"] or new_id(), "name": call["name"] or "", "input": value}
-    return {"id": call["id"] or new_id(), "name": call["name"] or "", "input": {}, "invalid": True}

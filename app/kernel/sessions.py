@@ -95,9 +95,11 @@ class Sessions:
                 self.broker.publish(topic(draft.session), event)
         return event
 
-    def publish_delta(self, session: str, kind: str, payload: Any, run_id: str | None) -> None:
-        """A lossy, unstored event (seq 0)."""
-        self.broker.publish(topic(session), Event(0, kind, session, run_id, now_ns(), payload))
+    def publish_delta(self, session: str, kind: str, payload: Any, run_id: str | None) -> bool:
+        """A lossy, unstored event (seq 0). True if a subscriber is falling behind."""
+        return self.broker.publish(
+            topic(session), Event(0, kind, session, run_id, now_ns(), payload)
+        )
 
     # -- reads ---------------------------------------------------------------------------------
 
@@ -211,17 +213,21 @@ class Sessions:
         columns["updated_at_ns"] = now_ns()
         return await self.save(session, columns)
 
-    async def save(self, session: str, columns: dict[str, Any]) -> dict[str, Any]:
-        """Write row columns and emit `session_updated` with the new Session, atomically."""
+    async def save(
+        self, session: str, columns: dict[str, Any], then: list[EventDraft] | None = None
+    ) -> dict[str, Any]:
+        """Write row columns, emitting `session_updated` with the new Session and then the
+        drafts in `then`, all in one transaction (one commit instead of one per event)."""
         async with self._locks.setdefault(session, asyncio.Lock()):
-            current = await self.row(session)
-            updated = wire({**current, **columns})
-            event = await self.store.update_session(
-                session, columns, EventDraft(session, k.SESSION_UPDATED, updated)
+            events = await self.store.update_session(
+                session,
+                columns,
+                lambda row: EventDraft(session, k.SESSION_UPDATED, wire(row)),
+                then or [],
             )
-            assert event is not None
-            await self.broker.deliver(topic(session), event)
-        return updated
+            for event in events:
+                await self.broker.deliver(topic(session), event)
+        return dict(events[0].payload)
 
     async def delete(self, session: str) -> None:
         """Stop the session's work, delete its children, its data and its managed workspace."""

@@ -122,14 +122,21 @@ class Store:
         await self.db.write(lambda c: sessions.insert(c, row))
 
     async def update_session(
-        self, session: str, fields: dict[str, Any], event: EventDraft | None = None
-    ) -> Event | None:
-        """Update a session row, and append `event` (e.g. `session_updated`) atomically."""
+        self,
+        session: str,
+        fields: dict[str, Any],
+        updated: Callable[[dict[str, Any]], EventDraft],
+        then: Sequence[EventDraft] = (),
+    ) -> list[Event]:
+        """In one transaction: update the session row, append `updated(new row)` (the
+        `session_updated` fact), then the drafts in `then`."""
 
-        def run(c: Any) -> Event | None:
+        def run(c: Any) -> list[Event]:
             if not sessions.update(c, session, fields):
                 log.require_live_session(c, session)
-            return log.append(c, event) if event is not None else None
+            row = sessions.get(c, session)
+            assert row is not None
+            return [log.append(c, updated(row)), *(log.append(c, d) for d in then)]
 
         return await self.db.write(run)
 
@@ -158,6 +165,10 @@ class Store:
 
     async def last_usage(self, session: str) -> dict[str, Any] | None:
         return await self.db.read(lambda c: usage.last_request(c, session))
+
+    async def boundary(self, session: str, route: str) -> dict[str, Any] | None:
+        """The last accepted request of (session, route): through_seq and its real usage."""
+        return await self.db.read(lambda c: usage.boundary(c, session, route))
 
     async def usage_ledgers(self, since_day: str) -> tuple[Any, Any, Any]:
         """(tokens per day and model, user messages per day, sessions per day) since a day."""

@@ -1,8 +1,9 @@
 """Stream snapshots: the partial assistant message of a running turn, replaced in place.
 
-After a crash, `settle_all` turns each leftover snapshot into what a cancelled turn would have
-left: the partial reply as an assistant message (`turn_status` failed, reason `interrupted`) and
-a `turn_complete`, so the text generated before the crash is not lost and nothing is re-run.
+A running turn always has a row (empty between steps). After a crash, `settle_all` turns each
+leftover row into what a cancelled turn would have left: the partial reply, if any, as an
+assistant message (`turn_status` failed, reason `interrupted`) and a `turn_complete`, so text
+generated before the crash is not lost, the turn is closed once, and nothing is re-run.
 """
 
 from __future__ import annotations
@@ -39,10 +40,18 @@ def settle_all(conn: sqlite3.Connection) -> int:
     ).fetchall()
     now = iso_time(time.time_ns())
     for session, run_id, message_json in rows:
+        # A crash can fall between the turn's last facts and clearing its row: recording what
+        # the log already has would duplicate it.
+        if _has(conn, session, run_id, "kind = 'turn_complete'"):
+            continue
         message = json.loads(message_json)
         started = message.get("turn_started_at", now)
-        message.update(turn_completed_at=now, turn_status="failed", turn_reason="interrupted")
-        append(conn, EventDraft(session, k.MESSAGE_END, message, run_id))
+        final = "kind = 'message_end' AND json_extract(payload_json, '$.turn_status') IS NOT NULL"
+        if (message.get("content") or message.get("reasoning")) and not _has(
+            conn, session, run_id, final
+        ):
+            message.update(turn_completed_at=now, turn_status="failed", turn_reason="interrupted")
+            append(conn, EventDraft(session, k.MESSAGE_END, message, run_id))
         append(
             conn,
             EventDraft(
@@ -60,3 +69,11 @@ def settle_all(conn: sqlite3.Connection) -> int:
         )
     conn.execute("DELETE FROM stream_snapshots")
     return len(rows)
+
+
+def _has(conn: sqlite3.Connection, session: str, run_id: str, condition: str) -> bool:
+    row = conn.execute(
+        f"SELECT 1 FROM events WHERE session_id = ? AND run_id = ? AND {condition} LIMIT 1",
+        (session, run_id),
+    ).fetchone()
+    return row is not None

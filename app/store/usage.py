@@ -54,3 +54,13 @@ def ledgers(conn: sqlite3.Connection, since_day: str) -> tuple[Any, Any, Any]:
         daily_messages(conn, since_day),
         session_days(conn, since_day),
     )
+
+
+def boundary(conn: sqlite3.Connection, session: str, route: str) -> dict[str, Any] | None:
+    row = conn.execute(
+        "SELECT through_seq, input_tokens, output_tokens, total_tokens, cached_tokens,"
+        " payload_bytes FROM context_accepted_boundaries WHERE session_id = ? AND route = ?",
+        (session, route),
+    ).fetchone()
+    keys = ("through_seq", *_TOKENS, "payload_bytes")
+    return None if row is None else dict(zip(keys, row, strict=True))

@@ -28,6 +28,15 @@ def _path(args: dict[str, Any], ctx: ToolContext) -> Path:
     return resolve(ctx, args.get("path", ""))
 
 
+def _entry(args: dict[str, Any], ctx: ToolContext) -> Path:
+    """The directory entry itself: the parent resolved, a final symlink left as it is."""
+    raw = args.get("path")
+    if not isinstance(raw, str) or not raw:
+        raise ToolError("path: a non-empty string is required")
+    joined = ctx.cwd / raw
+    return joined.parent.resolve() / joined.name
+
+
 def _text(data: bytes, path: Path) -> str:
     try:
         return data.decode()
@@ -147,16 +156,21 @@ class Delete:
         return "delete"
 
     def resource(self, args: dict[str, Any], ctx: ToolContext) -> Path | None:
-        return _path(args, ctx)
+        return _entry(args, ctx)
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        path = _path(args, ctx)
-        if any(part in PROTECTED for part in path.parts):
+        path = _entry(args, ctx)
+        root = ctx.cwd.resolve()
+        parts = path.relative_to(root).parts if path.is_relative_to(root) else path.parts
+        if any(part in PROTECTED for part in parts):
             raise ToolError(f"{path} is protected ({', '.join(PROTECTED)} are never deleted)")
+        ctx.trash.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if path.is_symlink():  # the link goes to the trash, never its target
+            shutil.move(path, ctx.trash / f"{time.time_ns()}-{path.name}")
+            return ToolResult(f"moved the symbolic link {path} to the trash")
         before, mode = read_image(path)
         if before is None:
             raise ToolError(f"{path} does not exist")
-        ctx.trash.mkdir(parents=True, exist_ok=True, mode=0o700)
         shutil.move(path, ctx.trash / f"{time.time_ns()}-{path.name}")
         record, blobs, diff = change(path, before, mode, None, None)
         return ToolResult(f"moved {path} to the trash", False, record, blobs, diff)

@@ -773,7 +773,11 @@ def test_deleted_session_refuses_late_writes(store: Store) -> None:
     for attempt in (
         lambda: say(store, "a", user("late")),
         lambda: run(store.append(EventDraft("a", k.USAGE_UPDATED, {"model": "m"}))),
-        lambda: run(store.update_session("a", {"title": "x"})),
+        lambda: run(
+            store.update_session(
+                "a", {"title": "x"}, lambda row: EventDraft("a", k.SESSION_UPDATED, row)
+            )
+        ),
         lambda: run(store.rewind("a", u0, expected_head_seq=a0)),
         lambda: run(store.fork("a", session_row("f"), None, "t")),
     ):
@@ -785,15 +789,22 @@ def test_deleted_session_refuses_late_writes(store: Store) -> None:
     assert run(store.get_session("f")) is None
 
 
-def test_update_session_appends_its_event_atomically(store: Store) -> None:
+def test_update_session_appends_its_events_atomically(store: Store) -> None:
     make(store, "a")
-    ev = run(store.update_session("a", {"title": "T"}, EventDraft("a", k.SESSION_UPDATED, {})))
-    assert ev is not None and run(store.get_session("a"))["title"] == "T"
+
+    def updated(row: dict[str, object]) -> EventDraft:
+        return EventDraft("a", k.SESSION_UPDATED, {"title": row["title"]})
+
+    then = [EventDraft("a", k.TURN_STARTED, {"run_id": "r"})]
+    events = run(store.update_session("a", {"title": "T"}, updated, then))
+    assert [e.kind for e in events] == [k.SESSION_UPDATED, k.TURN_STARTED]
+    assert events[0].payload == {"title": "T"}  # built from the row as updated
+    assert run(store.get_session("a"))["title"] == "T"
     with pytest.raises(SessionNotFound):
-        run(store.update_session("zz", {"title": "T"}))
+        run(store.update_session("zz", {"title": "T"}, updated))
     with pytest.raises(ValueError, match="unknown session columns"):
-        run(store.update_session("a", {"bogus": 1}))
-    assert count(store, "events") == 1
+        run(store.update_session("a", {"bogus": 1}, updated, then))
+    assert count(store, "events") == 2
 
 
 # -- 7. a newer schema is refused untouched -------------------------------------------------------
@@ -856,8 +867,11 @@ def test_recovery_resets_phases_and_clears_stream_snapshots(store: Store) -> Non
         ("idle", "idle"),
     ]
     assert count(store, "stream_snapshots") == 0
+    # The interrupted turn is closed once: an empty partial adds no message, only turn_complete.
+    kinds = rows(store, "SELECT kind FROM events WHERE session_id = 'busy' ORDER BY seq")
+    assert kinds == [("turn_complete",)]
     report = run(store.recover())  # idempotent
-    assert (report.sessions_reset, report.snapshots_cleared, report.pending_journals) == (0, 0, [])
+    assert (report.sessions_reset, report.turns_interrupted, report.pending_journals) == (0, 0, [])
 
 
 def test_recovery_rolls_back_a_half_applied_rewind_journal(store: Store, tmp_path: Path) -> None:

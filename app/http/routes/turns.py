@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
-from app.http.models import Decision, QueueItem, Turn, TurnAccepted, UpdateQueueItem
+from app.http.models import (
+    Compacted,
+    Decision,
+    QueueItem,
+    Turn,
+    TurnAccepted,
+    UpdateQueueItem,
+)
 from app.kernel import Kernel
 
 
@@ -50,6 +57,11 @@ def router(kernel: Kernel) -> APIRouter:
     async def dispatch(session_id: str, message_id: str) -> TurnAccepted:
         """Run a queued message now (cancelling the running turn if there is one)."""
         return TurnAccepted(**await turns.dispatch(session_id, message_id))
+
+    @api.post("/sessions/{session_id}/compact")
+    async def compact(session_id: str) -> Compacted:
+        """Summarize the history before the last user message into a checkpoint (idle only)."""
+        return Compacted(**await turns.compact(session_id))
 
     @api.post("/sessions/{session_id}/approvals/{request_id}", status_code=204)
     async def decide(session_id: str, request_id: str, body: Decision) -> Response:
