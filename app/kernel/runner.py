@@ -306,10 +306,12 @@ class Turns:
     ) -> None:
         await self.sessions.emit(EventDraft(run.session, kind, payload, run.run_id, blobs or {}))
 
-    async def _set_phase(self, run: Run, phase: str, then: list[EventDraft]) -> None:
-        """Change the session's phase and append `then`, in one commit."""
+    async def _set_phase(
+        self, run: Run, phase: str, then: list[EventDraft], before: list[EventDraft] | None = None
+    ) -> None:
+        """Change the session's phase, between `before` and `then`, in one commit."""
         columns = {"phase": phase, "updated_at_ns": time.time_ns()}
-        await self.sessions.save(run.session, columns, then)
+        await self.sessions.save(run.session, columns, then, before)
 
     async def _queue_changed(self, session: str) -> None:
         items = self.queues.items(session)
@@ -369,8 +371,9 @@ class Turns:
         }
         if reason:
             done["reason"] = reason
+        # turn_complete stays the turn's last fact; the phase change follows it.
         await self._set_phase(
-            run, "idle", [EventDraft(run.session, k.TURN_COMPLETE, done, run.run_id)]
+            run, "idle", [], [EventDraft(run.session, k.TURN_COMPLETE, done, run.run_id)]
         )
         await self.store.clear_snapshot(run.session)  # after turn_complete: see snapshots.py
         if status == "completed":

@@ -214,20 +214,25 @@ class Sessions:
         return await self.save(session, columns)
 
     async def save(
-        self, session: str, columns: dict[str, Any], then: list[EventDraft] | None = None
+        self,
+        session: str,
+        columns: dict[str, Any],
+        then: list[EventDraft] | None = None,
+        before: list[EventDraft] | None = None,
     ) -> dict[str, Any]:
-        """Write row columns, emitting `session_updated` with the new Session and then the
-        drafts in `then`, all in one transaction (one commit instead of one per event)."""
+        """Write row columns and emit `session_updated` with the new Session, between the
+        drafts in `before` and `then`, all in one transaction (one commit, not one per event)."""
         async with self._locks.setdefault(session, asyncio.Lock()):
             events = await self.store.update_session(
                 session,
                 columns,
                 lambda row: EventDraft(session, k.SESSION_UPDATED, wire(row)),
                 then or [],
+                before or [],
             )
             for event in events:
                 await self.broker.deliver(topic(session), event)
-        return dict(events[0].payload)
+        return dict(events[len(before or [])].payload)
 
     async def delete(self, session: str) -> None:
         """Stop the session's work, delete its children, its data and its managed workspace."""

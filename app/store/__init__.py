@@ -127,16 +127,18 @@ class Store:
         fields: dict[str, Any],
         updated: Callable[[dict[str, Any]], EventDraft],
         then: Sequence[EventDraft] = (),
+        before: Sequence[EventDraft] = (),
     ) -> list[Event]:
-        """In one transaction: update the session row, append `updated(new row)` (the
-        `session_updated` fact), then the drafts in `then`."""
+        """In one transaction: append `before`, update the session row, append
+        `updated(new row)` (the `session_updated` fact), then the drafts in `then`."""
 
         def run(c: Any) -> list[Event]:
+            out = [log.append(c, d) for d in before]
             if not sessions.update(c, session, fields):
                 log.require_live_session(c, session)
             row = sessions.get(c, session)
             assert row is not None
-            return [log.append(c, updated(row)), *(log.append(c, d) for d in then)]
+            return [*out, log.append(c, updated(row)), *(log.append(c, d) for d in then)]
 
         return await self.db.write(run)
 
