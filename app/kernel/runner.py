@@ -135,6 +135,18 @@ class Turns:
         """A turn runs or a compaction is under way: new input is queued."""
         return session in self.runs or session in self.compacting
 
+    def _turn_active(self, session: str) -> bool:
+        """A turn runs or is about to (a runner that only winds down after `turn_complete`
+        does not count)."""
+        if session in self.compacting:
+            return True
+        run = self.runs.get(session)
+        if run is None:
+            return False
+        queue = self.queues.of(session)
+        pending = bool(queue.items) and not queue.paused
+        return run.turn is None or not run.turn.done() or pending
+
     def is_busy(self, session: str) -> bool:
         return session in self.runs or bool(self.queues.of(session).items)
 
@@ -239,7 +251,7 @@ class Turns:
     async def compact(self, session: str) -> dict[str, Any]:
         """`POST /sessions/{id}/compact`: idle sessions only; input meanwhile is queued."""
         await self.sessions.row(session)
-        if self.running(session):
+        if self._turn_active(session):
             raise SessionBusy("the session is busy; compact it when the turn has finished")
         self.compacting.add(session)
         try:
@@ -254,9 +266,9 @@ class Turns:
                 )
         finally:
             self.compacting.discard(session)
-        queue = self.queues.of(session)
-        if queue.items and not queue.paused and session not in self.runs:
-            self._start(session, None)
+            queue = self.queues.of(session)
+            if queue.items and not queue.paused and session not in self.runs:
+                self._start(session, None)  # input that arrived meanwhile
         return {
             "checkpoint_id": made["id"],
             "phase": made["phase"],
@@ -336,9 +348,6 @@ class Turns:
                 ),
             ],
         )
-        # An empty snapshot marks the turn as in progress: if the process dies, recovery closes
-        # the turn with turn_complete{failed, interrupted}.
-        await self.store.put_snapshot(run.session, run.run_id, {"turn_started_at": run.started_at})
         status, reason = "completed", None
         try:
             while await self._step_or_compact(run):
@@ -397,15 +406,17 @@ class Turns:
 
     async def _request(
         self, run: Run, row: dict[str, Any], cwd: Path
-    ) -> tuple[ChatRequest, str, int]:
-        """The step's model request (compacting first if it would not fit); its route and the
-        last message seq it includes."""
+    ) -> tuple[ChatRequest, str, int, str | None]:
+        """The step's model request (compacting first if it would not fit); its route, the last
+        message seq it includes and the checkpoint it starts from."""
         connection = self.providers.connections.get(row["connection_id"])
         route = compaction.route_key(row, connection)
         window = compaction.context_window(connection, row["model"])
         for attempt in range(2):
-            history = await self.store.history(run.session)
+            # Only the messages after the checkpoint are read: the summary stands for the rest.
             checkpoint = await self.store.checkpoint(run.session)
+            after = int(checkpoint["through_seq"]) if checkpoint else 0
+            history = await self.store.history(run.session, after_seq=after)
             messages = context.build(cwd, history, checkpoint)
             estimate = await self._estimate(run.session, route, messages, history, checkpoint)
             if attempt or not compaction.over_budget(estimate, window, run.last_output):
@@ -422,7 +433,8 @@ class Turns:
             tools=self.tool_runner.schemas(),
             reasoning_effort=row.get("reasoning_effort") or None,
         )
-        return request, route, int(history[-1]["event_seq"]) if history else 0
+        last = int(history[-1]["event_seq"]) if history else after
+        return request, route, last, checkpoint["id"] if checkpoint else None
 
     async def _estimate(
         self,
@@ -435,7 +447,10 @@ class Turns:
         """Tokens of `messages`: the last accepted request's real count for what it covered
         (if the context below it has not changed since), plus an estimate of the rest."""
         accepted = await self.store.boundary(session, route)
-        if accepted is None or (checkpoint and checkpoint["through_seq"] > accepted["through_seq"]):
+        same_base = accepted is not None and accepted["checkpoint_id"] == (
+            checkpoint["id"] if checkpoint else None
+        )
+        if accepted is None or not same_base or not accepted["input_tokens"]:
             return compaction.estimate_tokens(messages)
         newer = [m for m in history if int(m["event_seq"]) > accepted["through_seq"]]
         return int(accepted["input_tokens"]) + compaction.estimate_tokens(
@@ -447,7 +462,7 @@ class Turns:
         row = await self.sessions.row(run.session)
         cwd = self.sessions.workspace(row)
         provider = self.providers.for_session(row)
-        request, route, through_seq = await self._request(run, row, cwd)
+        request, route, through_seq, checkpoint_id = await self._request(run, row, cwd)
         run.steps += 1
         calls: dict[int, dict[str, Any]] = {}
         usage: Usage | None = None
@@ -486,6 +501,7 @@ class Turns:
             "through_seq": through_seq,
             "usage": tokens,
             "payload_bytes": len(json.dumps(request.messages, ensure_ascii=False)),
+            "checkpoint_id": checkpoint_id,
         }
         await self._emit(run, k.CONTEXT_REQUEST_ACCEPTED, accepted)
         tool_calls = [parsed(calls[i]) for i in sorted(calls)]
@@ -503,8 +519,6 @@ class Turns:
                 turn_status="completed",
             )
         await self._emit(run, k.MESSAGE_END, message)
-        # The step's text is recorded: keep only the turn's in-progress marker.
-        await self.store.put_snapshot(run.session, run.run_id, {"turn_started_at": run.started_at})
         run.text, run.reasoning = [], []
         if not tool_calls:
             return False

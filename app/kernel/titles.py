@@ -63,7 +63,7 @@ class Titles:
                     max_tokens=30,
                 )
             )
-            title = completion.text.strip().strip("\"'").splitlines()[0][:MAX_TITLE].strip()
+            title = completion.text.strip().splitlines()[0].strip().strip("\"'")[:MAX_TITLE].strip()
             if not title:
                 return
             current = await self.sessions.row(session)

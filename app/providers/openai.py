@@ -78,9 +78,12 @@ class OpenAIProvider:
         )
 
     def _args(self, request: ChatRequest) -> dict[str, Any]:
-        args: dict[str, Any] = {"model": request.model, "messages": request.messages}
+        # Messages and tools are already plain JSON: handing them over as `extra_body` skips the
+        # SDK's per-message request transform (~0.4 ms a message: 4 s for a 10k-message history).
+        body: dict[str, Any] = {"messages": request.messages}
         if request.tools:
-            args["tools"] = request.tools
+            body["tools"] = request.tools
+        args: dict[str, Any] = {"model": request.model, "messages": [], "extra_body": body}
         if request.reasoning_effort:
             args["reasoning_effort"] = request.reasoning_effort
         if request.max_tokens:

@@ -113,7 +113,12 @@ class Store:
         return await self.db.read(lambda c: checkpoints.source_digest(c, session, through_seq))
 
     async def checkpoint(self, session: str) -> dict[str, Any] | None:
-        """The session's valid compaction checkpoint (repaired or dropped if broken)."""
+        """The session's valid compaction checkpoint (repaired or dropped if broken).
+
+        A read in the common case; a write only when the projection needs repair."""
+        found = await self.db.read(lambda c: checkpoints.current(c, session))
+        if found is not checkpoints.REPAIR:
+            return found if found is None else dict(found)
         return await self.db.write(lambda c: checkpoints.load(c, session))
 
     # -- sessions ------------------------------------------------------------------------------
@@ -191,8 +196,8 @@ class Store:
         """Startup recovery (seed 000 "重启恢复"): reset phases, drop partial streams, prune."""
 
         def run(c: Any) -> RecoveryReport:
-            reset = c.execute("UPDATE sessions SET phase = 'idle' WHERE phase != 'idle'").rowcount
             interrupted = snapshots.settle_all(c)
+            reset = c.execute("UPDATE sessions SET phase = 'idle' WHERE phase != 'idle'").rowcount
             pruned = retention.prune(c, time.time_ns())
             return RecoveryReport(reset, interrupted, pruned, journals.pending(c))
 

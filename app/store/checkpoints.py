@@ -49,6 +49,27 @@ def is_valid(conn: sqlite3.Connection, session: str, checkpoint: Any) -> bool:
     )
 
 
+REPAIR: Any = object()  # `current` cannot answer without repairing the projection
+
+
+def current(conn: sqlite3.Connection, session: str) -> Any:
+    """The valid checkpoint, None if there is none and none to rebuild, or `REPAIR`."""
+    row = conn.execute(
+        "SELECT checkpoint_json FROM compaction_checkpoints WHERE session_id = ?", (session,)
+    ).fetchone()
+    if row is None:
+        candidate = conn.execute(
+            "SELECT 1 FROM events WHERE session_id = ? AND kind = ? LIMIT 1",
+            (session, k.COMPACTION_COMPLETED),
+        ).fetchone()
+        return REPAIR if candidate else None
+    try:
+        stored = json.loads(row[0])
+    except (ValueError, TypeError):
+        return REPAIR
+    return dict(stored) if is_valid(conn, session, stored) else REPAIR
+
+
 def load(conn: sqlite3.Connection, session: str) -> dict[str, Any] | None:
     """The session's valid checkpoint, repairing or dropping the projection row as needed."""
     row = conn.execute(

@@ -182,7 +182,13 @@ CREATE TABLE usage_session_days (
 );
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1,)
+# Finding a session's compactions (checkpoint repair) without scanning all its events; a partial
+# index costs other kinds nothing.
+_V2 = """
+CREATE INDEX events_compactions ON events(session_id, seq) WHERE kind = 'compaction_completed';
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2)
 VERSION = len(MIGRATIONS)
 
 

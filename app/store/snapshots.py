@@ -1,9 +1,11 @@
 """Stream snapshots: the partial assistant message of a running turn, replaced in place.
 
-A running turn always has a row (empty between steps). After a crash, `settle_all` turns each
-leftover row into what a cancelled turn would have left: the partial reply, if any, as an
-assistant message (`turn_status` failed, reason `interrupted`) and a `turn_complete`, so text
-generated before the crash is not lost, the turn is closed once, and nothing is re-run.
+After a crash, `settle_all` closes each turn that was running the way a cancel would have: the
+text streamed since the run's last recorded message (if a snapshot holds any) becomes an
+assistant message (`turn_status` failed, reason `interrupted`), then `turn_complete`, so text
+generated before the crash is not lost, the turn is closed once, and nothing is re-run. Open
+turns are found from the log (phase `turn`, a `turn_started` without `turn_complete`), so a
+running turn needs no extra write to be recoverable.
 """
 
 from __future__ import annotations
@@ -33,47 +35,51 @@ def clear(conn: sqlite3.Connection, session: str) -> None:
 
 
 def settle_all(conn: sqlite3.Connection) -> int:
-    """Record every interrupted turn's partial reply; return how many there were."""
-    rows = conn.execute(
-        "SELECT s.session_id, s.run_id, s.message_json FROM stream_snapshots s"
-        " JOIN sessions ON sessions.id = s.session_id"
-    ).fetchall()
+    """Close every turn a crash left open (its session still in phase `turn`); return how many.
+
+    Call before phases are reset."""
     now = iso_time(time.time_ns())
-    for session, run_id, message_json in rows:
-        # A crash can fall between the turn's last facts and clearing its row: recording what
-        # the log already has would duplicate it.
-        if _has(conn, session, run_id, "kind = 'turn_complete'"):
+    closed = 0
+    for (session,) in conn.execute("SELECT id FROM sessions WHERE phase = 'turn'").fetchall():
+        started = _last(conn, session, "kind = 'turn_started'")
+        if started is None:
             continue
-        message = json.loads(message_json)
-        started = message.get("turn_started_at", now)
-        final = "kind = 'message_end' AND json_extract(payload_json, '$.turn_status') IS NOT NULL"
-        if (message.get("content") or message.get("reasoning")) and not _has(
-            conn, session, run_id, final
-        ):
+        _, run_id, when, payload = started
+        if run_id is None or _last(conn, session, "kind = 'turn_complete' AND run_id = ?", run_id):
+            continue
+        snapshot = conn.execute(
+            "SELECT message_json, updated_at_ns FROM stream_snapshots"
+            " WHERE session_id = ? AND run_id = ?",
+            (session, run_id),
+        ).fetchone()
+        reply = _last(conn, session, "kind = 'message_end' AND run_id = ?", run_id)
+        message = json.loads(snapshot[0]) if snapshot is not None else {}
+        fresh = snapshot is not None and (reply is None or reply[2] < snapshot[1])
+        if fresh and (message.get("content") or message.get("reasoning")):
+            # Text streamed after the run's last recorded message: keep it.
             message.update(turn_completed_at=now, turn_status="failed", turn_reason="interrupted")
             append(conn, EventDraft(session, k.MESSAGE_END, message, run_id))
-        append(
-            conn,
-            EventDraft(
-                session,
-                k.TURN_COMPLETE,
-                {
-                    "run_id": run_id,
-                    "started_at": started,
-                    "completed_at": now,
-                    "status": "failed",
-                    "reason": "interrupted",
-                },
-                run_id,
-            ),
-        )
+        started_at = json.loads(payload or "{}").get("started_at", iso_time(when))
+        done = {
+            "run_id": run_id,
+            "started_at": started_at,
+            "completed_at": now,
+            "status": "failed",
+            "reason": "interrupted",
+        }
+        append(conn, EventDraft(session, k.TURN_COMPLETE, done, run_id))
+        closed += 1
     conn.execute("DELETE FROM stream_snapshots")
-    return len(rows)
+    return closed
 
 
-def _has(conn: sqlite3.Connection, session: str, run_id: str, condition: str) -> bool:
+def _last(
+    conn: sqlite3.Connection, session: str, condition: str, *args: Any
+) -> tuple[Any, ...] | None:
+    """The session's newest event matching `condition`: (seq, run_id, occurred_at_ns, payload)."""
     row = conn.execute(
-        f"SELECT 1 FROM events WHERE session_id = ? AND run_id = ? AND {condition} LIMIT 1",
-        (session, run_id),
+        "SELECT seq, run_id, occurred_at_ns, payload_json FROM events"
+        f" WHERE session_id = ? AND {condition} ORDER BY seq DESC LIMIT 1",
+        (session, *args),
     ).fetchone()
-    return row is not None
+    return None if row is None else tuple(row)

@@ -58,9 +58,11 @@ def ledgers(conn: sqlite3.Connection, since_day: str) -> tuple[Any, Any, Any]:
 
 def boundary(conn: sqlite3.Connection, session: str, route: str) -> dict[str, Any] | None:
     row = conn.execute(
-        "SELECT through_seq, input_tokens, output_tokens, total_tokens, cached_tokens,"
-        " payload_bytes FROM context_accepted_boundaries WHERE session_id = ? AND route = ?",
+        "SELECT b.through_seq, b.input_tokens, b.output_tokens, b.total_tokens,"
+        " b.cached_tokens, b.payload_bytes, json_extract(e.payload_json, '$.checkpoint_id')"
+        " FROM context_accepted_boundaries b JOIN events e ON e.seq = b.event_seq"
+        " WHERE b.session_id = ? AND b.route = ?",
         (session, route),
     ).fetchone()
-    keys = ("through_seq", *_TOKENS, "payload_bytes")
+    keys = ("through_seq", *_TOKENS, "payload_bytes", "checkpoint_id")
     return None if row is None else dict(zip(keys, row, strict=True))

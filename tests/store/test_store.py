@@ -855,6 +855,8 @@ def test_foya_serve_and_check_refuse_a_newer_schema(data_dir: Path) -> None:
 def test_recovery_resets_phases_and_clears_stream_snapshots(store: Store) -> None:
     make(store, "busy", phase="turn")
     make(store, "idle")
+    started = {"run_id": "busy", "started_at": "t"}
+    run(store.append(EventDraft("busy", k.TURN_STARTED, started, "busy")))
     store.db.call(
         lambda c: c.execute(
             "INSERT INTO stream_snapshots(session_id, run_id, message_json, updated_at_ns)"
@@ -869,7 +871,7 @@ def test_recovery_resets_phases_and_clears_stream_snapshots(store: Store) -> Non
     assert count(store, "stream_snapshots") == 0
     # The interrupted turn is closed once: an empty partial adds no message, only turn_complete.
     kinds = rows(store, "SELECT kind FROM events WHERE session_id = 'busy' ORDER BY seq")
-    assert kinds == [("turn_complete",)]
+    assert kinds == [("turn_started",), ("turn_complete",)]
     report = run(store.recover())  # idempotent
     assert (report.sessions_reset, report.turns_interrupted, report.pending_journals) == (0, 0, [])
 

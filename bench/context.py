@@ -1,0 +1,561 @@
+"""Context benchmark: model-input assembly for a 10k-message session with a checkpoint.
+
+Run from the repository root:
+
+    .venv/bin/python bench/context.py            # table on stdout, progress on stderr
+    .venv/bin/python bench/context.py --json     # machine-readable results on stdout
+
+Target (issue): assembling the model input of one step takes at most 20 ms for a session of
+10,000 messages with a valid compaction checkpoint near its end; the share of a turn's kernel
+time it takes is reported next to it.
+
+1. Data. A fresh data directory is filled through the real `app.store.Store`, in one
+   transaction: two sessions with the same 10,000 messages (exchanges of a user message, an
+   assistant tool call, its ~1.5 KB result and a ~600-character answer; ~6 MB of JSON), each
+   with the accepted boundary a request covering all of them would have left. The "checkpoint"
+   session also gets a valid checkpoint 52 messages before its end: a `compaction_completed`
+   whose payload is `app.kernel.compaction.checkpoint()` with the digest from
+   `app.store.checkpoints.source_digest`. The "raw" session has none. The connection (to the
+   fake below) is created with the real `Connections`, with a context window large enough that
+   no step compacts: both cases then run the same turn.
+2. Assembly, in process. A real `app.kernel.Kernel` is started on that directory (no HTTP) and
+   the path the runner takes before every model request is timed: `store.history`,
+   `store.checkpoint`, `context.build`, `Turns._estimate` one by one, then `Turns._request` (the
+   same calls plus the route, the window, the budget check and the tool schemas) as a whole.
+   Median and p90 over `--iterations` runs after two warm-up runs. For comparison, the time to
+   read only the messages after the checkpoint (`store.history(after_seq=through_seq)`) is shown.
+3. Turns, end to end. The real `python -m app serve` on a Unix socket, on the same directory,
+   against the fake OpenAI-compatible provider of `tests/fake_provider.py` (a hypercorn server
+   on 127.0.0.1 in this process, answering each step at once with "ok" and a usage chunk). Per
+   session, two warm-up turns, then `--turns` turns: subscribe to the session's SSE stream,
+   wait for `: ok`, POST the turn, read until `turn_complete`. Turn time = POST sent ->
+   `turn_complete` read. The kernel's CPU time over the timed turns comes from /proc/PID/stat.
+   Share = median `_request` time (step 2) / median turn time: one step per turn here.
+
+Traffic goes only to 127.0.0.1 and the Unix socket. The kernel is stopped by PID (SIGTERM, then
+SIGKILL) in a finally block and also gets FOYA_PARENT_PID. Nothing asserts on a figure.
+"""
+# ruff: noqa: E402
+
+from __future__ import annotations
+
+import os
+import sys
+
+# `python bench/context.py` puts bench/ first on sys.path, where bench/http.py would shadow the
+# standard library's `http` package. Drop that entry; make the repository and tests importable.
+_HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(_HERE)
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
+for _path in (ROOT, os.path.join(ROOT, "tests")):
+    if _path not in sys.path:
+        sys.path.insert(0, _path)
+
+import argparse
+import asyncio
+import contextlib
+import json
+import platform
+import shutil
+import signal
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import structlog
+from fake_provider import FakeProvider, answer
+
+from app import events as k
+from app.events import EventDraft
+from app.kernel import Kernel, compaction, context
+from app.kernel.connections import Connections
+from app.kernel.ids import new_id
+from app.kernel.runner import Run
+from app.metrics import Metrics
+from app.settings import Settings
+from app.store import Store, checkpoints
+from app.store import events as log
+from app.store import sessions as rows
+
+MODEL = "m"
+TARGET_MS = 20.0
+TAIL = 52  # messages after the checkpoint
+WINDOW = 100_000_000  # no step ever compacts: both cases run the same turn
+TURN_TIMEOUT = 60.0
+CASES = ("checkpoint", "raw")
+
+
+def progress(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def ms(ns: float) -> float:
+    return ns / 1e6
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def stats(values_ns: list[float]) -> dict[str, float]:
+    values = [ms(v) for v in values_ns]
+    return {
+        "median_ms": round(statistics.median(values), 3),
+        "p90_ms": round(pct(values, 0.9), 3),
+        "min_ms": round(min(values), 3),
+        "n": len(values),
+    }
+
+
+# ------------------------------------------------------------------------------------ data
+
+
+def exchange(i: int) -> list[dict[str, Any]]:
+    """One exchange of four messages, ~2.4 KB of JSON."""
+    call = {"id": f"call_{i}", "name": "bash", "input": {"command": f"grep -rn item_{i} src/"}}
+    line = f"src/module_{i % 97}.py:{i}: value = compute(item_{i}, factor={i % 13})\n"
+    return [
+        {
+            "role": "user",
+            "content": f"Step {i}: look for item_{i} in the sources and explain what sets it. "
+            + "Keep the answer short and cite the files you read. " * 2,
+            "created_at": "2025-01-01T00:00:00.000000Z",
+        },
+        {
+            "role": "assistant",
+            "content": f"Searching for item_{i}.",
+            "tool_calls": [call],
+            "created_at": "2025-01-01T00:00:01.000000Z",
+        },
+        {
+            "role": "tool",
+            "tool_call_id": f"call_{i}",
+            "name": "bash",
+            "content": line * 20,
+            "created_at": "2025-01-01T00:00:02.000000Z",
+        },
+        {
+            "role": "assistant",
+            "content": (
+                f"item_{i} is set in src/module_{i % 97}.py by `compute`, which scales it by "
+                f"factor {i % 13}. " * 6
+            ),
+            "turn_started_at": "2025-01-01T00:00:00.000000Z",
+            "turn_completed_at": "2025-01-01T00:00:03.000000Z",
+            "turn_status": "completed",
+            "created_at": "2025-01-01T00:00:03.000000Z",
+        },
+    ]
+
+
+SUMMARY = "\n".join(
+    f"## {section}\n" + f"{section} of the long session: files, commands and decisions. " * 12
+    for section in compaction.SECTIONS
+)
+
+
+async def build_data(data_dir: Path, base_url: str, messages: int) -> dict[str, Any]:
+    """Create the connection, then both sessions in one store transaction."""
+    connections = Connections(data_dir)
+    connections.load()
+    connection = await connections.create(
+        {
+            "name": "bench",
+            "base_url": base_url,
+            "api_key": "bench",
+            "models": [MODEL],
+            "model_settings": {MODEL: {"context_window": WINDOW}},
+        }
+    )
+    now = time.time_ns()
+    ids = {case: new_id() for case in CASES}
+    drafts = [m for i in range(messages // 4 + 1) for m in exchange(i)][:messages]
+
+    def fill(conn: Any) -> dict[str, Any]:
+        out: dict[str, Any] = {"connection": connection, "sessions": {}}
+        for case, sid in ids.items():
+            workspace = data_dir / "workspaces" / sid
+            workspace.mkdir(parents=True, exist_ok=True, mode=0o700)
+            row = {
+                "id": sid,
+                "phase": "idle",
+                "approval_mode": "full_access",
+                "connection_id": connection["id"],
+                "model": MODEL,
+                "title": f"bench {case}",
+                "title_is_manual": 1,
+                "workspace": str(workspace),
+                "created_at_ns": now,
+                "updated_at_ns": now,
+            }
+            rows.insert(conn, row)
+            seqs = [log.append(conn, EventDraft(sid, k.MESSAGE_END, m)).seq for m in drafts]
+            info: dict[str, Any] = {"id": sid, "messages": len(seqs), "head_seq": seqs[-1]}
+            route = compaction.route_key(row, connection)
+            if case == "checkpoint":
+                through = seqs[-TAIL - 1]
+                digest = checkpoints.source_digest(conn, sid, through)
+                made = compaction.checkpoint(SUMMARY, through, digest, "standalone", 0, 0)
+                log.append(conn, EventDraft(sid, k.COMPACTION_COMPLETED, made))
+                info["through_seq"] = through
+            # The boundary a request over all of these messages would have left.
+            accepted = {
+                "session_id": sid,
+                "route": route,
+                "through_seq": seqs[-1],
+                "usage": {"input_tokens": 40_000, "output_tokens": 100, "total_tokens": 40_100},
+                "payload_bytes": 0,
+            }
+            log.append(conn, EventDraft(sid, k.CONTEXT_REQUEST_ACCEPTED, accepted))
+            info["route"] = route
+            out["sessions"][case] = info
+        return out
+
+    store = Store(data_dir)
+    await asyncio.to_thread(store.open)
+    try:
+        started = time.perf_counter()
+        built = await store.transact(fill)
+        built["fill_s"] = round(time.perf_counter() - started, 2)
+    finally:
+        await asyncio.to_thread(store.close)
+    db = data_dir / "foya.db"
+    built["db_mb"] = round(sum(p.stat().st_size for p in db.parent.glob("foya.db*")) / 1e6, 1)
+    return built
+
+
+# -------------------------------------------------------------------------------- assembly
+
+
+async def measure_assembly(data_dir: Path, built: dict[str, Any], iterations: int) -> dict:
+    kernel = Kernel(Settings(data_dir=data_dir), Metrics())
+    await kernel.start()
+    out: dict[str, Any] = {}
+    try:
+        turns, store = kernel.turns, kernel.store
+        for case in CASES:
+            info = built["sessions"][case]
+            sid, route = info["id"], info["route"]
+            row = await kernel.sessions.row(sid)
+            cwd = kernel.sessions.workspace(row)
+            parts: dict[str, list[float]] = {
+                key: [] for key in ("history", "checkpoint", "build", "estimate", "sum")
+            }
+            whole: list[float] = []
+            tail_read: list[float] = []
+            sizes: dict[str, Any] = {}
+            for i in range(iterations + 2):
+                t0 = time.perf_counter_ns()
+                history = await store.history(sid)
+                t1 = time.perf_counter_ns()
+                checkpoint = await store.checkpoint(sid)
+                t2 = time.perf_counter_ns()
+                messages = context.build(cwd, history, checkpoint)
+                t3 = time.perf_counter_ns()
+                estimate = await turns._estimate(sid, route, messages, history, checkpoint)
+                t4 = time.perf_counter_ns()
+                r0 = time.perf_counter_ns()
+                request, _, through = await turns._request(Run(sid), row, cwd)
+                r1 = time.perf_counter_ns()
+                if checkpoint is not None:
+                    a0 = time.perf_counter_ns()
+                    await store.history(sid, after_seq=int(checkpoint["through_seq"]))
+                    tail_read.append(time.perf_counter_ns() - a0)
+                if i < 2:
+                    continue  # warm-up
+                for key, value in (
+                    ("history", t1 - t0),
+                    ("checkpoint", t2 - t1),
+                    ("build", t3 - t2),
+                    ("estimate", t4 - t3),
+                    ("sum", t4 - t0),
+                ):
+                    parts[key].append(value)
+                whole.append(r1 - r0)
+                sizes = {
+                    "history_messages": len(history),
+                    "model_messages": len(messages),
+                    "request_messages": len(request.messages),
+                    "request_bytes": len(json.dumps(request.messages, ensure_ascii=False)),
+                    "estimate_tokens": estimate,
+                    "checkpoint": checkpoint is not None,
+                    "through_seq": through,
+                }
+            out[case] = {
+                **{key: stats(values) for key, values in parts.items()},
+                "request": stats(whole),
+                **({"tail_read": stats(tail_read[2:])} if tail_read else {}),
+                "sizes": sizes,
+            }
+    finally:
+        await kernel.close()
+    return out
+
+
+# ----------------------------------------------------------------------------------- turns
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Served:
+    """`python -m app serve --socket` on the data dir; stopped by PID."""
+
+    def __init__(self, data_dir: Path, sock: Path, workdir: Path) -> None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("FOYA_")}
+        env.update(FOYA_LOG_FORMAT="json", FOYA_PARENT_PID=str(os.getpid()), PYTHONUNBUFFERED="1")
+        env.pop("NOTIFY_SOCKET", None)
+        self.log_path = workdir / "kernel.log"
+        with self.log_path.open("wb") as out:
+            self.proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "app",
+                    "serve",
+                    "--data-dir",
+                    str(data_dir),
+                    "--socket",
+                    str(sock),
+                ],
+                cwd=ROOT,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        self.client = httpx.Client(
+            transport=httpx.HTTPTransport(uds=str(sock)),
+            base_url="http://foya",
+            timeout=TURN_TIMEOUT,
+        )
+        end = time.monotonic() + 60
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"kernel exited: {self.tail()}")
+            with contextlib.suppress(httpx.TransportError):
+                if sock.exists() and self.client.get("/healthz").status_code == 200:
+                    break
+            if time.monotonic() > end:
+                raise RuntimeError(f"kernel not ready: {self.tail()}")
+            time.sleep(0.05)
+
+    def tail(self, lines: int = 20) -> str:
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+    def close(self) -> None:
+        self.client.close()
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def one_turn(served: Served, fake: FakeProvider, sid: str, message: str) -> float:
+    """POST a turn and read the SSE stream until its `turn_complete`; ns from POST to it."""
+    fake.push(MODEL, answer("ok", prompt=40_000, completion=2))
+    with served.client.stream("GET", f"/sessions/{sid}/events") as response:
+        if response.status_code != 200:
+            raise RuntimeError(f"events: HTTP {response.status_code}")
+        lines = response.iter_lines()
+        for line in lines:
+            if line.startswith(":"):
+                break  # `: ok`: subscribed
+        t0 = time.perf_counter_ns()
+        posted = served.client.post(f"/sessions/{sid}/turns", json={"message": message})
+        if posted.status_code != 200:
+            raise RuntimeError(f"turn: HTTP {posted.status_code} {posted.text}")
+        kind = ""
+        for line in lines:
+            if line.startswith("event: "):
+                kind = line[7:]
+            elif kind == "turn_complete" and line.startswith("data: "):
+                elapsed = time.perf_counter_ns() - t0
+                status = json.loads(line[6:])["payload"]["status"]
+                if status != "completed":
+                    raise RuntimeError(f"turn {status}: {served.tail()}")
+                return elapsed
+    raise RuntimeError("the event stream ended before turn_complete")
+
+
+def measure_turns(
+    data_dir: Path,
+    built: dict[str, Any],
+    fake: FakeProvider,
+    counts: dict[str, int],
+    workdir: Path,
+) -> dict[str, Any]:
+    served = Served(data_dir, workdir / "k.sock", workdir)
+    out: dict[str, Any] = {}
+    try:
+        for case in CASES:
+            sid, turns = built["sessions"][case]["id"], counts[case]
+            for i in range(2 if case == "checkpoint" else 1):
+                one_turn(served, fake, sid, f"warm-up {i}")
+                time.sleep(0.05)
+            before = len(fake.chats(MODEL))
+            times: list[float] = []
+            cpu = 0.0
+            for i in range(turns):
+                c0 = cpu_seconds(served.proc.pid)
+                times.append(one_turn(served, fake, sid, f"short turn {i}"))
+                cpu += cpu_seconds(served.proc.pid) - c0
+                time.sleep(0.05)  # let the runner finish before the next POST
+            sent = fake.chats(MODEL)[before:]
+            out[case] = {
+                "turn": stats(times),
+                "kernel_cpu_ms_per_turn": round(cpu * 1000 / turns, 1),
+                "request_bytes": statistics.median(
+                    len(json.dumps(r.messages, ensure_ascii=False)) for r in sent
+                ),
+                "requests": len(sent),
+            }
+    finally:
+        served.close()
+    return out
+
+
+# ---------------------------------------------------------------------------------- report
+
+
+def render(results: dict[str, Any]) -> str:
+    a, t = results["assembly"], results["turns"]
+    lines = [
+        f"Model-input assembly, {results['config']['messages']:,} messages "
+        f"({results['data']['db_mb']} MB database), median / p90 over "
+        f"{results['config']['iterations']} runs, ms:",
+        "",
+        f"| {'step':<38} | {'checkpoint':>17} | {'raw (none)':>17} |",
+        f"| {'-' * 38} | {'-' * 17} | {'-' * 17} |",
+    ]
+
+    def cell(entry: dict[str, float] | None) -> str:
+        if not entry:
+            return f"{'-':>17}"
+        return f"{entry['median_ms']:>8.2f} / {entry['p90_ms']:>6.2f}"
+
+    for key, label in (
+        ("history", "store.history (all active messages)"),
+        ("checkpoint", "store.checkpoint (load + validate)"),
+        ("build", "context.build"),
+        ("estimate", "Turns._estimate (boundary baseline)"),
+        ("sum", "sum of the four"),
+        ("request", "Turns._request (the runner's call)"),
+        ("tail_read", "for comparison: history after the cp"),
+    ):
+        lines.append(
+            f"| {label:<38} | {cell(a['checkpoint'].get(key))} | {cell(a['raw'].get(key))} |"
+        )
+    cp, raw = a["checkpoint"]["sizes"], a["raw"]["sizes"]
+    lines += [
+        "",
+        f"model input: checkpoint {cp['request_messages']} messages, {cp['request_bytes']:,} B; "
+        f"raw {raw['request_messages']} messages, {raw['request_bytes']:,} B",
+        "",
+        f"Turns end to end ({results['config']['turns']} short turns with the checkpoint, "
+        f"{results['config']['raw_turns']} without; POST sent -> turn_complete read):",
+        "",
+        f"| {'case':<10} | {'turn median':>11} | {'turn p90':>8} | {'kernel CPU/turn':>15} "
+        f"| {'assembly':>8} | {'share':>6} |",
+        f"| {'-' * 10} | {'-' * 11} | {'-' * 8} | {'-' * 15} | {'-' * 8} | {'-' * 6} |",
+    ]
+    for case in CASES:
+        turn = t[case]["turn"]
+        share = results["share"][case]
+        lines.append(
+            f"| {case:<10} | {turn['median_ms']:>8.1f} ms | {turn['p90_ms']:>5.1f} ms "
+            f"| {t[case]['kernel_cpu_ms_per_turn']:>12.1f} ms "
+            f"| {a[case]['request']['median_ms']:>5.1f} ms | {share * 100:>5.1f}% |"
+        )
+    verdict = "meets" if a["checkpoint"]["request"]["median_ms"] <= TARGET_MS else "misses"
+    lines += [
+        "",
+        f"target: assembly with a checkpoint <= {TARGET_MS:.0f} ms per step: "
+        f"{a['checkpoint']['request']['median_ms']:.2f} ms median ({verdict} it)",
+        "share = median Turns._request / median turn time (one model step per turn).",
+    ]
+    return "\n".join(lines)
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--json", action="store_true", help="JSON results on stdout")
+    parser.add_argument("--messages", type=int, default=10_000)
+    parser.add_argument("--iterations", type=int, default=30)
+    parser.add_argument("--turns", type=int, default=10, help="timed turns, checkpoint case")
+    parser.add_argument(
+        "--raw-turns", type=int, default=3, help="timed turns without a checkpoint (slow)"
+    )
+    parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
+    # The in-process kernel logs through structlog: keep stdout for the results.
+    structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
+    started = time.monotonic()
+    workdir = Path(tempfile.mkdtemp(prefix="fyctx", dir="/tmp"))
+    data_dir = workdir / "data"
+    data_dir.mkdir(mode=0o700)
+    results: dict[str, Any] = {
+        "config": {
+            "messages": args.messages,
+            "iterations": args.iterations,
+            "turns": args.turns,
+            "raw_turns": args.raw_turns,
+            "tail_after_checkpoint": TAIL,
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+        }
+    }
+    try:
+        with FakeProvider.running() as fake:
+            progress(f"building {args.messages:,} messages x {len(CASES)} sessions ...")
+            built = asyncio.run(build_data(data_dir, fake.base_url, args.messages))
+            results["data"] = {
+                "db_mb": built["db_mb"],
+                "fill_s": built["fill_s"],
+                "sessions": {
+                    c: {key: v for key, v in s.items() if key != "id"}
+                    for c, s in built["sessions"].items()
+                },
+            }
+            progress(f"timing the assembly in process ({args.iterations} runs per case) ...")
+            results["assembly"] = asyncio.run(measure_assembly(data_dir, built, args.iterations))
+            counts = {"checkpoint": args.turns, "raw": args.raw_turns}
+            progress(f"timing turns through foya serve {counts} ...")
+            results["turns"] = measure_turns(data_dir, built, fake, counts, workdir)
+        results["share"] = {
+            case: round(
+                results["assembly"][case]["request"]["median_ms"]
+                / results["turns"][case]["turn"]["median_ms"],
+                4,
+            )
+            for case in CASES
+        }
+        results["target_ms"] = TARGET_MS
+        results["elapsed_s"] = round(time.monotonic() - started, 1)
+    finally:
+        if args.keep:
+            progress(f"kept {workdir}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+    print(json.dumps(results, indent=2) if args.json else render(results))
+    progress(f"done in {results['elapsed_s']} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
