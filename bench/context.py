@@ -260,7 +260,7 @@ async def measure_assembly(data_dir: Path, built: dict[str, Any], iterations: in
                 estimate = await turns._estimate(sid, route, messages, history, checkpoint)
                 t4 = time.perf_counter_ns()
                 r0 = time.perf_counter_ns()
-                request, _, through = await turns._request(Run(sid), row, cwd)
+                request, _, through, _ = await turns._request(Run(sid), row, cwd)
                 r1 = time.perf_counter_ns()
                 if checkpoint is not None:
                     a0 = time.perf_counter_ns()
