@@ -39,17 +39,18 @@ SIGKILL) in a finally block and also gets FOYA_PARENT_PID. Nothing asserts on a 
 
 from __future__ import annotations
 
+# First of all: importing `common` drops bench/ from sys.path, where bench/http.py would
+# shadow the standard library's `http` package, and makes the repository importable.
+from common import ROOT, process_cpu, say
+
+# isort: split
+
 import os
 import sys
 
-# `python bench/context.py` puts bench/ first on sys.path, where bench/http.py would shadow the
-# standard library's `http` package. Drop that entry; make the repository and tests importable.
-_HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(_HERE)
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
-for _path in (ROOT, os.path.join(ROOT, "tests")):
-    if _path not in sys.path:
-        sys.path.insert(0, _path)
+_TESTS = os.path.join(ROOT, "tests")  # fake_provider
+if _TESTS not in sys.path:
+    sys.path.insert(0, _TESTS)
 
 import argparse
 import asyncio
@@ -87,10 +88,6 @@ TAIL = 52  # messages after the checkpoint
 WINDOW = 100_000_000  # no step ever compacts: both cases run the same turn
 TURN_TIMEOUT = 60.0
 CASES = ("checkpoint", "raw")
-
-
-def progress(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
 
 
 def ms(ns: float) -> float:
@@ -300,11 +297,6 @@ async def measure_assembly(data_dir: Path, built: dict[str, Any], iterations: in
 # ----------------------------------------------------------------------------------- turns
 
 
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 class Served:
     """`python -m app serve --socket` on the data dir; stopped by PID."""
 
@@ -408,9 +400,9 @@ def measure_turns(
             times: list[float] = []
             cpu = 0.0
             for i in range(turns):
-                c0 = cpu_seconds(served.proc.pid)
+                c0 = process_cpu(served.proc.pid)
                 times.append(one_turn(served, fake, sid, f"short turn {i}"))
-                cpu += cpu_seconds(served.proc.pid) - c0
+                cpu += process_cpu(served.proc.pid) - c0
                 time.sleep(0.05)  # let the runner finish before the next POST
             sent = fake.chats(MODEL)[before:]
             out[case] = {
@@ -522,7 +514,7 @@ def main(argv: list[str]) -> int:
     }
     try:
         with FakeProvider.running() as fake:
-            progress(f"building {args.messages:,} messages x {len(CASES)} sessions ...")
+            say(f"building {args.messages:,} messages x {len(CASES)} sessions ...")
             built = asyncio.run(build_data(data_dir, fake.base_url, args.messages))
             results["data"] = {
                 "db_mb": built["db_mb"],
@@ -532,10 +524,10 @@ def main(argv: list[str]) -> int:
                     for c, s in built["sessions"].items()
                 },
             }
-            progress(f"timing the assembly in process ({args.iterations} runs per case) ...")
+            say(f"timing the assembly in process ({args.iterations} runs per case) ...")
             results["assembly"] = asyncio.run(measure_assembly(data_dir, built, args.iterations))
             counts = {"checkpoint": args.turns, "raw": args.raw_turns}
-            progress(f"timing turns through foya serve {counts} ...")
+            say(f"timing turns through foya serve {counts} ...")
             results["turns"] = measure_turns(data_dir, built, fake, counts, workdir)
         results["share"] = {
             case: round(
@@ -549,11 +541,11 @@ def main(argv: list[str]) -> int:
         results["elapsed_s"] = round(time.monotonic() - started, 1)
     finally:
         if args.keep:
-            progress(f"kept {workdir}")
+            say(f"kept {workdir}")
         else:
             shutil.rmtree(workdir, ignore_errors=True)
     print(json.dumps(results, indent=2) if args.json else render(results))
-    progress(f"done in {results['elapsed_s']} s")
+    say(f"done in {results['elapsed_s']} s")
     return 0
 
 

@@ -29,20 +29,26 @@ What it measures, all in one run so the ratios compare like with like:
 Traffic goes only to 127.0.0.1. Every process started is stopped by PID (SIGTERM, then SIGKILL).
 No assertion is made on any figure: targets are printed next to the results.
 """
-# ruff: noqa: E402
 
 from __future__ import annotations
 
-import os
-import sys
+# First of all: importing `common` drops bench/ from sys.path, where this file would shadow the
+# standard library's `http` package (asyncio, httpx and hypercorn all import it), and makes the
+# repository importable.
+from common import (
+    PYCACHE,
+    ROOT,
+    Processes,
+    child_env,
+    dist_version,
+    machine_busy,
+    pinned,
+    process_cpu,
+    say,
+    workspace,
+)
 
-# `python bench/http.py` puts bench/ first on sys.path, where this file would shadow the standard
-# library's `http` package (asyncio, httpx and hypercorn all import it). Drop that entry first.
-_HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(_HERE)
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
+# isort: split
 
 import argparse
 import asyncio
@@ -50,6 +56,7 @@ import contextlib
 import hashlib
 import json
 import logging
+import os
 import platform
 import re
 import resource
@@ -58,9 +65,8 @@ import signal
 import socket
 import statistics
 import subprocess
-import tempfile
+import sys
 import time
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -124,11 +130,6 @@ asyncio.run(main())
 """
 
 
-def say(message: str) -> None:
-    """Progress goes to stderr so `--json` keeps stdout clean."""
-    print(message, file=sys.stderr, flush=True)
-
-
 # ---------------------------------------------------------------------------------------------
 # Processes
 
@@ -151,33 +152,6 @@ class Server:
         return ""
 
 
-class Processes:
-    """Every child this benchmark starts; `stop_all` ends each one by PID."""
-
-    def __init__(self) -> None:
-        self.procs: list[subprocess.Popen[bytes]] = []
-
-    def add(self, proc: subprocess.Popen[bytes]) -> subprocess.Popen[bytes]:
-        self.procs.append(proc)
-        return proc
-
-    @staticmethod
-    def stop(proc: subprocess.Popen[bytes], timeout: float = 10.0) -> None:
-        if proc.poll() is not None:
-            return
-        proc.terminate()
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-    def stop_all(self) -> None:
-        for proc in reversed(self.procs):
-            with contextlib.suppress(Exception):
-                self.stop(proc)
-
-
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((HOST, 0))
@@ -195,38 +169,6 @@ def read_status(pid: int) -> dict[str, int]:
     return out
 
 
-# Compiled bytecode for every child lives here, outside the work tree, and is kept between runs.
-# Without it, a PYTHONDONTWRITEBYTECODE environment makes `app` (not installed as a wheel, so
-# never compiled ahead) recompile at every start while the bare side's site-packages do not.
-PYCACHE = os.path.join(tempfile.gettempdir(), f"foya-bench-pycache-{os.getuid()}")
-
-
-def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FOYA_")}
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    env["PYTHONPYCACHEPREFIX"] = PYCACHE
-    env.update(extra or {})
-    return env
-
-
-_TICK = os.sysconf("SC_CLK_TCK")
-
-
-def process_cpu(pid: int) -> float:
-    """User + system CPU seconds of a live process (all its threads)."""
-    with open(f"/proc/{pid}/stat") as fh:
-        fields = fh.read().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / _TICK
-
-
-def machine_busy() -> float:
-    """CPU seconds spent busy on the whole machine so far (steal included)."""
-    with open("/proc/stat") as fh:
-        values = [int(v) for v in fh.readline().split()[1:]]
-    user, nice, system, _idle, _iowait, irq, softirq, steal = values[:8]
-    return (user + nice + system + irq + softirq + steal) / _TICK
-
-
 def children_cpu() -> float:
     """CPU seconds of this process and of the children it has waited for."""
     me, kids = (
@@ -234,12 +176,6 @@ def children_cpu() -> float:
         resource.getrusage(resource.RUSAGE_CHILDREN),
     )
     return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
-
-
-def pinned(cpu: int | None) -> Any:
-    if cpu is None:
-        return None
-    return lambda: os.sched_setaffinity(0, {cpu})
 
 
 def start_server(
@@ -832,15 +768,6 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-@contextlib.contextmanager
-def workspace() -> Iterator[str]:
-    path = tempfile.mkdtemp(prefix="foya-bench-")
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
-
-
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
     if args.load_worker:
@@ -878,7 +805,7 @@ def main(argv: list[str]) -> int:
     results["hypercorn_parity"] = parity
     results["meta"] = {
         "python": f"{platform.python_implementation()} {platform.python_version()}",
-        "hypercorn": getattr(hypercorn, "__version__", None) or _dist_version("hypercorn"),
+        "hypercorn": getattr(hypercorn, "__version__", None) or dist_version("hypercorn"),
         "cpus": len(cpus),
         "pinning": f"servers cpu {args.cpus[0]}, load cpu {args.cpus[1]}" if pin else "off",
         "elapsed_s": round(time.perf_counter() - began, 1),
@@ -894,15 +821,6 @@ def main(argv: list[str]) -> int:
     else:
         print(render(results))
     return 0
-
-
-def _dist_version(name: str) -> str | None:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version(name)
-    except PackageNotFoundError:
-        return None
 
 
 if __name__ == "__main__":

@@ -36,32 +36,28 @@ data directory under the system temp dir (the same filesystem as /tmp), removed 
 No assertion is made on any figure: targets are printed next to the results.
 MB = 10^6 bytes.
 """
-# ruff: noqa: E402
 
 from __future__ import annotations
 
-import os
-import sys
+# First of all: importing `common` drops bench/ from sys.path, where bench/http.py would
+# shadow the standard library's `http` package, and makes the repository importable.
+from common import say
 
-# `python bench/store.py` puts bench/ first on sys.path, where bench/http.py would shadow the
-# standard library's `http` package. Drop that entry and make the repository importable.
-_HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(_HERE)
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
+# isort: split
 
 import argparse
 import asyncio
 import contextlib
 import gc
 import json
+import os
 import platform
 import resource
 import shutil
 import sqlite3
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 import tracemalloc
@@ -85,11 +81,6 @@ FIRST_PAGE = 200
 PAGE = 1000
 
 MB = 1_000_000
-
-
-def say(message: str) -> None:
-    """Progress goes to stderr so `--json` keeps stdout clean."""
-    print(message, file=sys.stderr, flush=True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -236,17 +227,15 @@ def sequential(args: argparse.Namespace) -> dict[str, Any]:
 
 
 class CommitTrace:
-    """Counts writes per COMMIT from the store connection's trace callback.
-
-    `Database._commit` runs `SAVEPOINT w` once per write and `COMMIT` once per batch.
-    """
+    """Counts appends per COMMIT from the store connection's trace callback: one
+    `INSERT INTO events` per append, one `COMMIT` per batch."""
 
     def __init__(self) -> None:
         self.current = 0
         self.batches: list[int] = []
 
     def __call__(self, sql: str) -> None:
-        if sql == "SAVEPOINT w":
+        if sql.startswith("INSERT INTO events("):
             self.current += 1
         elif sql == "COMMIT":
             self.batches.append(self.current)

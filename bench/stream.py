@@ -52,26 +52,36 @@ Every client checks it got exactly the expected count and the expected last `id:
 reports broker cut-offs. Traffic goes only to 127.0.0.1. Every process started is stopped by
 PID (SIGTERM, then SIGKILL) in a finally block. No assertion is made on any figure.
 """
-# ruff: noqa: E402
 
 from __future__ import annotations
 
-import os
-import sys
+# First of all: importing `common` drops bench/ from sys.path, where bench/http.py would
+# shadow the standard library's `http` package, and makes the repository importable.
+from common import (
+    ROOT,
+    SPY_FRAME,
+    Processes,
+    Quiet,
+    child_env,
+    dist_version,
+    fs_type,
+    machine_busy,
+    now_ns,
+    percentile,
+    pinned,
+    process_cpu,
+    say,
+    short_path,
+    workspace,
+)
 
-# `python bench/stream.py` puts bench/ first on sys.path, where bench/http.py would shadow the
-# standard library's `http` package. Drop that entry and make the repository importable.
-_HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(_HERE)
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
+# isort: split
 
 import argparse
 import asyncio
 import contextlib
-import importlib.util
 import json
+import os
 import platform
 import re
 import resource
@@ -79,6 +89,7 @@ import shutil
 import signal
 import statistics
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -90,30 +101,6 @@ KIND = "session_updated"
 BARE_SESSION = "01BARE" + "0" * 20  # as long as a kernel session id, so frames match in size
 TARGET_FANOUT_RATIO = 0.5  # kernel / bare events/s, at least
 BUSY_CORES = 0.1
-
-
-def _load_http_bench() -> Any:
-    """bench/http.py under another name (as `http` it would shadow the standard library)."""
-    spec = importlib.util.spec_from_file_location("bench_http", os.path.join(_HERE, "http.py"))
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-_http = _load_http_bench()
-Processes = _http.Processes
-child_env = _http.child_env
-pinned = _http.pinned
-process_cpu = _http.process_cpu
-machine_busy = _http.machine_busy
-say = _http.say
-workspace = _http.workspace
-
-
-def now_ns() -> int:
-    return time.monotonic_ns()
 
 
 def payload(i: int, size: int, stamp: int = 0) -> dict[str, Any]:
@@ -597,35 +584,6 @@ def close_clients(clients: list[SSEClient]) -> None:
 # Measurements
 
 
-class Quiet:
-    """Before each measured run, wait (within a total budget) for other load to drop.
-
-    The machine may be shared; our own processes are idle between runs, so the whole machine's
-    busy CPU over a short window is what others use.
-    """
-
-    WINDOW = 0.25
-    THRESHOLD = 0.3  # cores
-
-    def __init__(self, budget: float) -> None:
-        self.left = budget
-        self.waited = 0.0
-        self.gave_up = 0
-
-    async def wait(self) -> None:
-        while True:
-            before = machine_busy()
-            await asyncio.sleep(self.WINDOW)
-            cores = (machine_busy() - before) / self.WINDOW
-            if cores < self.THRESHOLD:
-                return
-            if self.left <= 0:
-                self.gave_up += 1
-                return
-            self.left -= self.WINDOW
-            self.waited += self.WINDOW
-
-
 QUIET = Quiet(0.0)
 
 
@@ -684,7 +642,7 @@ async def fanout_run(
     clients = await open_clients(server.port, path, clients_n, n) if clients_n else []
     problem = None
     try:
-        await QUIET.wait()
+        await QUIET.wait_async()
         with Usage(server) as usage:
             started = time.perf_counter()
             server.send(cmd)
@@ -856,7 +814,7 @@ def _cprofile_top(stats_path: str) -> dict[str, Any]:
     stats: Any = pstats.Stats(stats_path)
     rows = []
     for (file, line, func), (_, ncalls, tottime, cumtime, _) in stats.stats.items():
-        rows.append((tottime, cumtime, ncalls, f"{_short(file)}:{line}({func})"))
+        rows.append((tottime, cumtime, ncalls, f"{short_path(file)}:{line}({func})"))
     rows.sort(reverse=True)
     return {
         "total_s": round(stats.total_tt, 3),
@@ -866,17 +824,6 @@ def _cprofile_top(stats_path: str) -> dict[str, Any]:
         ],
         "file": stats_path,
     }
-
-
-_SPY_FRAME = re.compile(r"^(?P<func>.*) \((?P<file>[^()]*):(?P<line>\d+)\)$")
-
-
-def _short(file: str) -> str:
-    for marker in ("site-packages/", "lib/python3."):
-        if marker in file:
-            tail = file.split(marker, 1)[1]
-            return tail.split("/", 1)[1] if marker.startswith("lib/") else tail
-    return os.path.relpath(file, ROOT) if file.startswith("/") else file
 
 
 def _pyspy_top(raw_path: str) -> dict[str, Any]:
@@ -897,8 +844,10 @@ def _pyspy_top(raw_path: str) -> dict[str, Any]:
             threads[thread] = threads.get(thread, 0) + n
             where = []
             for frame in frames[1:]:
-                m = _SPY_FRAME.match(frame)
-                where.append((m["func"], _short(m["file"]), m["line"]) if m else (frame, "", ""))
+                m = SPY_FRAME.match(frame)
+                where.append(
+                    (m["func"], short_path(m["file"]), m["line"]) if m else (frame, "", "")
+                )
             if not where:
                 continue
             func, file, line_no = where[-1]
@@ -934,7 +883,7 @@ async def replay(
     for round_no in range(args.replay_rounds + 1):  # round 0 warms up
         order = sides if round_no % 2 else sides[::-1]
         for name, server, path, expect_last in order:
-            await QUIET.wait()
+            await QUIET.wait_async()
             with Usage(server) as usage:
                 t0 = now_ns()
                 clients = await open_clients(server.port, path, 1, n, wait_ready=False)
@@ -977,11 +926,6 @@ async def replay(
     return out
 
 
-def _pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
 async def latency(
     args: argparse.Namespace, kernel: ServerProc, bare: ServerProc, sid: str
 ) -> dict[str, Any]:
@@ -994,7 +938,7 @@ async def latency(
     for name, server, path, extra in sides:
         clients = await open_clients(server.port, path, 1, n, parse=True)
         try:
-            await QUIET.wait()
+            await QUIET.wait_async()
             cmd = {"op": "paced", "n": n, "rate": rate, "size": size, **extra}
             reply = await server.call(cmd, timeout=n / rate + 60)
             problem = None
@@ -1011,9 +955,9 @@ async def latency(
             problem = f"{len(seqs)} events, in order and unique: {seqs == sorted(set(seqs))}"
         out[name] = {
             "received": len(lat_ms),
-            "p50_ms": round(_pct(lat_ms, 0.50), 3) if lat_ms else None,
-            "p90_ms": round(_pct(lat_ms, 0.90), 3) if lat_ms else None,
-            "p99_ms": round(_pct(lat_ms, 0.99), 3) if lat_ms else None,
+            "p50_ms": round(percentile(lat_ms, 0.50), 3) if lat_ms else None,
+            "p90_ms": round(percentile(lat_ms, 0.90), 3) if lat_ms else None,
+            "p99_ms": round(percentile(lat_ms, 0.99), 3) if lat_ms else None,
             "max_ms": round(max(lat_ms), 3) if lat_ms else None,
             "achieved_rate": round(n / ((reply["t1"] - reply["t0"]) / 1e9), 1),
             "late_emits": reply.get("late", 0),
@@ -1029,18 +973,6 @@ async def latency(
         k, b = out["kernel"][q], out["bare"][q]
         out[f"{q}_ratio_vs_bare"] = round(k / b, 2) if k and b else None
     return out
-
-
-def fs_type(path: str) -> str | None:
-    with contextlib.suppress(OSError, subprocess.SubprocessError):
-        found = subprocess.run(
-            ["findmnt", "-n", "-o", "FSTYPE", "-T", path],
-            capture_output=True,
-            text=True,
-            timeout=5,
-        )
-        return found.stdout.strip().split("\n")[0] or None
-    return None
 
 
 async def run_all(
@@ -1299,7 +1231,7 @@ def main(argv: list[str]) -> int:
         procs.stop_all()
     results["meta"] = {
         "python": f"{platform.python_implementation()} {platform.python_version()}",
-        "hypercorn": _http._dist_version("hypercorn"),
+        "hypercorn": dist_version("hypercorn"),
         "cpus": len(cpus),
         "pinning": f"servers cpu {args.cpus[0]}, clients cpu {args.cpus[1]}" if pin else "off",
         "data_fs": data_fs,

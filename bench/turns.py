@@ -57,32 +57,42 @@ Traffic goes only to 127.0.0.1 and the Unix socket. Every process started is sto
 (SIGTERM, then SIGKILL) in a finally block; the kernel also gets FOYA_PARENT_PID. No assertion is
 made on any figure: targets are printed next to the results.
 """
-# ruff: noqa: E402
 
 from __future__ import annotations
 
-import os
-import sys
+# First of all: importing `common` drops bench/ from sys.path, where bench/http.py would
+# shadow the standard library's `http` package, and makes the repository importable.
+from common import (
+    ROOT,
+    SPY_FRAME,
+    Processes,
+    Quiet,
+    child_env,
+    fs_type,
+    machine_busy,
+    now_ns,
+    percentile,
+    pinned,
+    process_cpu,
+    say,
+    short_path,
+    workspace,
+)
 
-# `python bench/turns.py` puts bench/ first on sys.path, where bench/http.py would shadow the
-# standard library's `http` package. Drop that entry and make the repository importable.
-_HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(_HERE)
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
+# isort: split
 
 import argparse
 import asyncio
 import contextlib
-import importlib.util
 import json
+import os
 import platform
 import re
 import select
 import signal
 import statistics
 import subprocess
+import sys
 import time
 from typing import Any
 
@@ -92,30 +102,6 @@ API_KEY = "bench"
 TARGET_RATE_RATIO = 0.5  # kernel / direct deltas/s, at least
 TARGET_TTFD_OVERHEAD_MS = 5.0  # p50 of kernel - direct time to first delta, at most
 RUN_TIMEOUT = 60.0  # seconds, any one run
-
-
-def _load_http_bench() -> Any:
-    """bench/http.py under another name (as `http` it would shadow the standard library)."""
-    spec = importlib.util.spec_from_file_location("bench_http", os.path.join(_HERE, "http.py"))
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-_http = _load_http_bench()
-Processes = _http.Processes
-child_env = _http.child_env
-pinned = _http.pinned
-process_cpu = _http.process_cpu
-machine_busy = _http.machine_busy
-say = _http.say
-workspace = _http.workspace
-
-
-def now_ns() -> int:
-    return time.monotonic_ns()
 
 
 DELTA_CHARS = 6
@@ -605,35 +591,6 @@ class Kernel:
 # Measurements
 
 
-class Quiet:
-    """Before each throughput run, wait (within a total budget) for other load to drop.
-
-    The machine may be shared; our processes are idle between runs, so the whole machine's busy
-    CPU over a short window is what others use.
-    """
-
-    WINDOW = 0.25
-    THRESHOLD = 0.3  # cores
-
-    def __init__(self, budget: float) -> None:
-        self.left = budget
-        self.waited = 0.0
-        self.gave_up = 0
-
-    def wait(self) -> None:
-        while True:
-            before = machine_busy()
-            time.sleep(self.WINDOW)
-            cores = (machine_busy() - before) / self.WINDOW
-            if cores < self.THRESHOLD:
-                return
-            if self.left <= 0:
-                self.gave_up += 1
-                return
-            self.left -= self.WINDOW
-            self.waited += self.WINDOW
-
-
 QUIET = Quiet(0.0)
 
 
@@ -776,11 +733,6 @@ def throughput(
     return out
 
 
-def _pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
 def ttfd(
     args: argparse.Namespace, client: Child, kernel: Kernel, connection: str
 ) -> dict[str, Any]:
@@ -822,7 +774,7 @@ def ttfd(
         values = [p[key] for p in pairs]
         return {
             "p50_ms": round(statistics.median(values), 3),
-            "p90_ms": round(_pct(values, 0.9), 3),
+            "p90_ms": round(percentile(values, 0.9), 3),
             "min_ms": round(min(values), 3),
             "max_ms": round(max(values), 3),
         }
@@ -858,17 +810,6 @@ def ttfd(
 # Profiling
 
 
-def _short(file: str) -> str:
-    for marker in ("site-packages/", "lib/python3."):
-        if marker in file:
-            tail = file.split(marker, 1)[1]
-            return tail.split("/", 1)[1] if marker.startswith("lib/") else tail
-    return os.path.relpath(file, ROOT) if file.startswith("/") else file
-
-
-_SPY_FRAME = re.compile(r"^(?P<func>.*) \((?P<file>[^()]*):(?P<line>\d+)\)$")
-
-
 def _pyspy_summary(raw_path: str) -> dict[str, Any]:
     """py-spy raw stacks (root first): share of samples by thread, by own frame, by innermost
     `app/` frame, and by function anywhere on the stack below the event loop (inclusive)."""
@@ -891,8 +832,10 @@ def _pyspy_summary(raw_path: str) -> dict[str, Any]:
             threads[thread] = threads.get(thread, 0) + n
             where = []
             for frame in frames[1:]:
-                m = _SPY_FRAME.match(frame)
-                where.append((m["func"], _short(m["file"]), m["line"]) if m else (frame, "", ""))
+                m = SPY_FRAME.match(frame)
+                where.append(
+                    (m["func"], short_path(m["file"]), m["line"]) if m else (frame, "", "")
+                )
             if not where:
                 continue
             func, file, line_no = where[-1]
@@ -932,7 +875,7 @@ def _cprofile_summary(stats_path: str) -> dict[str, Any]:
     stats: Any = pstats.Stats(stats_path)
     rows = []
     for (file, line, func), (_, ncalls, tottime, cumtime, _) in stats.stats.items():
-        rows.append((tottime, cumtime, ncalls, f"{_short(file)}:{line}({func})"))
+        rows.append((tottime, cumtime, ncalls, f"{short_path(file)}:{line}({func})"))
     total = stats.total_tt or 1.0
 
     def fmt(r: tuple[float, float, int, str]) -> dict[str, Any]:
@@ -1262,18 +1205,6 @@ def results_deltas(run: dict[str, Any]) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-
-
-def fs_type(path: str) -> str | None:
-    with contextlib.suppress(OSError, subprocess.SubprocessError):
-        found = subprocess.run(
-            ["findmnt", "-n", "-o", "FSTYPE", "-T", path],
-            capture_output=True,
-            text=True,
-            timeout=5,
-        )
-        return found.stdout.strip() or None
-    return None
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
