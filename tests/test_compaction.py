@@ -427,6 +427,56 @@ def test_input_queued_during_a_failed_compaction_still_runs(agent: Agent) -> Non
     assert s.history()[-1]["content"] == "third answer"
 
 
+def test_cancel_stops_a_running_compaction(agent: Agent) -> None:
+    s = agent.session()
+    two_exchanges(s)
+    gate = agent.fake.gate()
+    with compacting_slowly(s, [wait(gate), *reply(SUMMARY)]) as pending:
+        assert s.client.post(f"/sessions/{s.id}/cancel").status_code == 204
+        assert_error(pending.result(BOUND), 409, "compaction_cancelled")
+        gate.set()
+    replay = s.replay(lambda f: f.event == "compaction_failed")
+    assert compaction_frames(replay)[-1] == (
+        "compaction_failed",
+        {"phase": "standalone", "error": "cancelled"},
+    )
+    s.wait_idle()
+    assert checkpoint_row(agent.data_dir, s.id) is None
+
+
+def test_dispatching_queued_input_cancels_a_compaction_and_runs_it(agent: Agent) -> None:
+    s = agent.session()
+    two_exchanges(s)
+    gate = agent.fake.gate()
+    s.push(answer("third answer"))
+    with compacting_slowly(s, [wait(gate), *reply(SUMMARY)]) as pending:
+        item = s.submit("third question")["queued"]
+        response = s.client.post(f"/sessions/{s.id}/queue/{item['id']}/dispatch")
+        assert response.status_code == 200, response.text
+        assert_error(pending.result(BOUND), 409, "compaction_cancelled")
+        gate.set()
+    wait_until(lambda: len(s.chats(streaming=True)) == 3, "the dispatched input to run", BOUND)
+    s.wait_idle()
+    assert s.history()[-1]["content"] == "third answer"
+    assert checkpoint_row(agent.data_dir, s.id) is None
+
+
+def test_a_summary_request_too_long_for_the_model_is_summarized_in_halves(agent: Agent) -> None:
+    s = agent.session()
+    two_exchanges(s)
+    s.turn(answer("third answer"), message="third question")
+    s.push_completion(OVERFLOW, reply("first half summary"), reply(SUMMARY))
+    response = compact_idle(s)
+    assert response.status_code == 200, response.text
+    summaries = s.chats(streaming=False)[-3:]
+    halves = [json.dumps(r.messages) for r in summaries[1:]]
+    assert "first question" in halves[0] and "second question" not in halves[0]
+    assert "first half summary" in halves[1] and "second question" in halves[1]
+    replay = s.replay(lambda f: f.event == "compaction_completed")
+    completed = compaction_frames(replay)[-1][1]
+    assert completed["summary"] == SUMMARY and completed["segment_count"] == 2
+
+
 # ------------------------------------------------------------------------- budget trigger
 
 

@@ -12,22 +12,30 @@ Token estimates use the last accepted request's real input count as a baseline w
 
 from __future__ import annotations
 
+import asyncio
 import json
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from typing import Any
 
 from app.errors import Conflict, FoyaError
-from app.events import COMPACTION_COMPLETED, COMPACTION_FAILED, COMPACTION_STARTED, EventDraft
+from app.events import (
+    COMPACTION_COMPLETED,
+    COMPACTION_FAILED,
+    COMPACTION_STARTED,
+    USAGE_UPDATED,
+    EventDraft,
+)
 from app.kernel.context import summary_message
 from app.kernel.ids import iso_now, new_id
 from app.kernel.providers import Providers
 from app.kernel.sessions import Sessions
-from app.providers.base import ChatRequest, ProviderError
+from app.providers.base import ChatRequest, Provider, ProviderError, Usage
 from app.store import Store
 from app.store.checkpoints import CHECKPOINT_VERSION
 
 DEFAULT_WINDOW = 32_000
 KEEP_TAIL_USER_MESSAGES = 1
+MAX_SPLITS = 3  # a too-long summary request is split at most 3 times: up to 8 segments
 CHARS_PER_TOKEN = 4
 SECTIONS = ("Goal", "Progress", "Key Decisions", "Next Steps", "Critical Context")
 SUMMARY_PROMPT = (
@@ -173,27 +181,57 @@ class Compactor:
         chosen = plan(history, int(previous["through_seq"]) if previous else 0)
         if chosen is None:
             raise NothingToCompact("nothing to compact: the history is already as short as it gets")
-        emit = self.sessions.emit
-        await emit(EventDraft(session, COMPACTION_STARTED, {"phase": phase}, run_id))
+        prior = str(previous["summary"]) if previous else None
+
+        async def fail(error: str) -> None:
+            failed = {"phase": phase, "error": error}
+            await self.sessions.emit(EventDraft(session, COMPACTION_FAILED, failed, run_id))
+
+        await self.sessions.emit(EventDraft(session, COMPACTION_STARTED, {"phase": phase}, run_id))
         try:
-            completion = await provider.complete(
-                ChatRequest(
-                    model=row["model"],
-                    messages=summary_request(
-                        str(previous["summary"]) if previous else None, chosen.covered
-                    ),
-                )
-            )
+            text, segments, used = await self._summarize(provider, row, prior, chosen.covered)
         except ProviderError as exc:
-            await emit(
-                EventDraft(
-                    session, COMPACTION_FAILED, {"phase": phase, "error": exc.message}, run_id
-                )
-            )
+            await fail(exc.message)
             raise CompactionFailed(f"compaction failed: {exc.message}") from None
+        except asyncio.CancelledError:
+            await fail("cancelled")
+            raise
         before = estimate_tokens(history)
-        after = estimate_tokens([summary_message(completion.text), *chosen.tail])
+        after = estimate_tokens([summary_message(text), *chosen.tail])
         digest = await self.store.source_digest(session, chosen.through_seq)
-        made = checkpoint(completion.text, chosen.through_seq, digest, phase, before, after)
-        await emit(EventDraft(session, COMPACTION_COMPLETED, made, run_id))
+        made = checkpoint(text, chosen.through_seq, digest, phase, before, after)
+        made["segment_count"] = segments
+        await self.sessions.emit(EventDraft(session, COMPACTION_COMPLETED, made, run_id))
+        if used.total_tokens:
+            usage = {
+                "model": row["model"],
+                "input_tokens": used.input_tokens,
+                "output_tokens": used.output_tokens,
+                "total_tokens": used.total_tokens,
+                "cached_tokens": used.cached_tokens,
+            }
+            await self.sessions.emit(EventDraft(session, USAGE_UPDATED, usage, run_id))
         return made
+
+    async def _summarize(
+        self,
+        provider: Provider,
+        row: dict[str, Any],
+        prior: str | None,
+        covered: list[dict[str, Any]],
+        depth: int = 0,
+    ) -> tuple[str, int, Usage]:
+        """(summary, segments, usage). If the summary request itself is too long for the model,
+        the messages are summarized in halves, each half continuing the previous summary."""
+        request = ChatRequest(model=row["model"], messages=summary_request(prior, covered))
+        try:
+            completion = await provider.complete(request)
+            return completion.text, 1, completion.usage
+        except ProviderError as exc:
+            if exc.kind != "context_overflow" or depth >= MAX_SPLITS or len(covered) < 2:
+                raise
+        half = len(covered) // 2
+        first, n1, u1 = await self._summarize(provider, row, prior, covered[:half], depth + 1)
+        text, n2, u2 = await self._summarize(provider, row, first, covered[half:], depth + 1)
+        used = Usage(*(a + b for a, b in zip(astuple(u1), astuple(u2), strict=True)))
+        return text, n1 + n2, used

@@ -54,6 +54,10 @@ MAX_ELEMENTS, MAX_ELEMENT_BYTES, MAX_ELEMENTS_BYTES, MAX_FILES = 8, 40 * 1024, 9
 _ENDING = ("user_stop", "session_deleted", "context_cancelled")
 
 
+class CompactionCancelled(Conflict):
+    code = "compaction_cancelled"
+
+
 class ToolNotRunning(Conflict):
     code = "tool_not_running"
 
@@ -124,7 +128,7 @@ class Turns:
         self.metrics = metrics
         self.compactor = Compactor(sessions, store, providers)
         self.titles = Titles(sessions, store, providers)
-        self.compacting: set[str] = set()
+        self.compacting: dict[str, asyncio.Task[dict[str, Any]]] = {}
         self.tool_runner = ToolRunner(tools, approvals, providers, data_dir / "trash")
         self.runs: dict[str, Run] = {}
         self.log = get_logger("foya.turns")
@@ -198,6 +202,7 @@ class Turns:
         await self.sessions.row(session)
         self.queues.to_head(session, item_id)
         await self._queue_changed(session)
+        self.queues.of(session).paused = False
         if self.running(session):
             await self.cancel(session, "queue_dispatch")
             return {"run_id": session, "status": "queued"}
@@ -210,6 +215,9 @@ class Turns:
         run = self.runs.get(session)
         if reason == "user_stop":
             self.queues.of(session).paused = True
+        compaction = self.compacting.get(session)
+        if compaction is not None and reason in ("user_stop", "queue_dispatch"):
+            compaction.cancel()  # it ends with compaction_failed{error: cancelled}
         if run is None or run.cancel_reason is not None:
             return
         if run.turn is None or run.turn.done():
@@ -253,22 +261,15 @@ class Turns:
         await self.sessions.row(session)
         if self._turn_active(session):
             raise SessionBusy("the session is busy; compact it when the turn has finished")
-        self.compacting.add(session)
+        # Its own task, so POST /cancel (or a queue dispatch) can stop it.
+        task = asyncio.create_task(self._compact(session))
+        self.compacting[session] = task
         try:
-            await self.sessions.save(
-                session, {"phase": "compaction", "updated_at_ns": time.time_ns()}
-            )
-            try:
-                made = await self.compactor.compact(session, "standalone")
-            finally:
-                await self.sessions.save(
-                    session, {"phase": "idle", "updated_at_ns": time.time_ns()}
-                )
-        finally:
-            self.compacting.discard(session)
-            queue = self.queues.of(session)
-            if queue.items and not queue.paused and session not in self.runs:
-                self._start(session, None)  # input that arrived meanwhile
+            made = await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if not task.cancelled():
+                raise  # the request itself went away; the compaction goes on
+            raise CompactionCancelled("the compaction was cancelled") from None
         return {
             "checkpoint_id": made["id"],
             "phase": made["phase"],
@@ -276,6 +277,23 @@ class Turns:
             "estimated_tokens_before": made["estimated_tokens_before"],
             "estimated_tokens_after": made["estimated_tokens_after"],
         }
+
+    async def _compact(self, session: str) -> dict[str, Any]:
+        try:
+            await self.sessions.save(
+                session, {"phase": "compaction", "updated_at_ns": time.time_ns()}
+            )
+            try:
+                return await self.compactor.compact(session, "standalone")
+            finally:
+                await self.sessions.save(
+                    session, {"phase": "idle", "updated_at_ns": time.time_ns()}
+                )
+        finally:
+            self.compacting.pop(session, None)
+            queue = self.queues.of(session)
+            if queue.items and not queue.paused and session not in self.runs:
+                self._start(session, None)  # input that arrived meanwhile
 
     # -- the runner ------------------------------------------------------------------------------
 
