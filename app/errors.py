@@ -31,11 +31,6 @@ class BadRequest(FoyaError):
     code = "bad_request"
 
 
-class Unauthorized(FoyaError):
-    status = 401
-    code = "unauthorized"
-
-
 class NotFound(FoyaError):
     status = 404
     code = "not_found"

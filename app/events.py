@@ -39,11 +39,6 @@ ERROR = "error"
 #: Beyond Foya: the text generated so far, sent first to a client that joins mid-generation.
 MESSAGE_SNAPSHOT = "message_snapshot"
 
-#: Kinds delivered lossily and never stored.
-LOSSY_KINDS = frozenset({MESSAGE_DELTA, REASONING_DELTA})
-#: Kinds that carry a Message payload and enter `message_projection`.
-MESSAGE_KINDS = frozenset({MESSAGE_END, MESSAGE_IMPORTED})
-
 
 def iso_time(ns: int) -> str:
     """RFC 3339 UTC with microseconds, as the wire `time` field."""

@@ -75,7 +75,7 @@ from app.events import EventDraft
 from app.kernel import Kernel, compaction, context
 from app.kernel.connections import Connections
 from app.kernel.ids import new_id
-from app.kernel.runner import Run
+from app.kernel.steps import Run
 from app.metrics import Metrics
 from app.settings import Settings
 from app.store import Store, checkpoints
@@ -254,10 +254,10 @@ async def measure_assembly(data_dir: Path, built: dict[str, Any], iterations: in
                 t2 = time.perf_counter_ns()
                 messages = context.build(cwd, history, checkpoint)
                 t3 = time.perf_counter_ns()
-                estimate = await turns._estimate(sid, route, messages, history, checkpoint)
+                estimate = await turns.steps._estimate(sid, route, messages, history, checkpoint)
                 t4 = time.perf_counter_ns()
                 r0 = time.perf_counter_ns()
-                request, _, through, _ = await turns._request(Run(sid), row, cwd)
+                request, _, through, _ = await turns.steps._request(Run(sid), row, cwd)
                 r1 = time.perf_counter_ns()
                 if checkpoint is not None:
                     a0 = time.perf_counter_ns()

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.errors import BadRequest
+from app.events import APPROVAL_REQUEST, APPROVAL_RESOLVED
 from app.kernel.ids import new_id
 
 DECISIONS = ("approved", "approved_for_session", "denied")
@@ -73,7 +74,7 @@ class Approvals:
         }
         if ask.resource:
             request["resource"] = ask.resource
-        await emit("approval_request", request)
+        await emit(APPROVAL_REQUEST, request)
         if mode == "auto":
             decision = "approved" if await guardian(ask) else "denied"
         else:
@@ -85,7 +86,7 @@ class Approvals:
                 self._pending.pop(request_id, None)
         if decision == "approved_for_session":
             self._grants.add((ask.session, ask.tool_name, ask.action, ask.scope))
-        await emit("approval_resolved", {"id": request_id, "decision": decision})
+        await emit(APPROVAL_RESOLVED, {"id": request_id, "decision": decision})
         return decision
 
     def decide(self, request_id: str, decision: str) -> None:

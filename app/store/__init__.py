@@ -63,10 +63,6 @@ class Store:
         """Store several events atomically, in order."""
         return await self.db.write(lambda c: log.append_all(c, drafts))
 
-    async def transact(self, fn: Callable[[Any], T]) -> T:
-        """Run a composite store operation (from this package's modules) atomically."""
-        return await self.db.write(fn)
-
     async def events_after(
         self, after_seq: int, limit: int = 500, session: str | None = None
     ) -> list[Event]:

@@ -111,7 +111,6 @@ class Database:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
-        self._conn: sqlite3.Connection | None = None
         self._thread = threading.Thread(target=self._run, name="foya-store", daemon=True)
         self._ready: Future[None] = Future()
         self._closed = False
@@ -158,7 +157,7 @@ class Database:
 
     def _run(self) -> None:
         try:
-            conn = self._conn = connect(self.path)
+            conn = connect(self.path)
             self._init(conn)
         except BaseException as exc:
             self._ready.set_exception(exc)
