@@ -217,7 +217,7 @@ async def build_data(data_dir: Path, base_url: str, messages: int) -> dict[str, 
     await asyncio.to_thread(store.open)
     try:
         started = time.perf_counter()
-        built = await store.transact(fill)
+        built = await store.db.write(fill)
         built["fill_s"] = round(time.perf_counter() - started, 2)
     finally:
         await asyncio.to_thread(store.close)
