@@ -44,7 +44,19 @@ def _text(data: bytes, path: Path) -> str:
         raise ToolError(f"{path} is not a UTF-8 text file") from None
 
 
-class Read:
+class _FileTool:
+    """What file tools share: the action they need approval for, and the path they touch."""
+
+    kind: Action = "read"
+
+    def action(self, args: dict[str, Any]) -> Action:
+        return self.kind
+
+    def resource(self, args: dict[str, Any], ctx: ToolContext) -> Path | None:
+        return _path(args, ctx)
+
+
+class Read(_FileTool):
     name = "read"
     description = "Read a text file. `offset` is the first line (1-based), `limit` a line count."
     parameters = schema(
@@ -55,12 +67,6 @@ class Read:
         },
         ["path"],
     )
-
-    def action(self, args: dict[str, Any]) -> Action:
-        return "read"
-
-    def resource(self, args: dict[str, Any], ctx: ToolContext) -> Path | None:
-        return _path(args, ctx)
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         path = _path(args, ctx)
@@ -76,18 +82,13 @@ class Read:
         return ToolResult(text)
 
 
-class Write:
+class Write(_FileTool):
     name = "write"
+    kind: Action = "write"
     description = "Create or overwrite a file with `content`."
     parameters = schema(
         {"path": {"type": "string"}, "content": {"type": "string"}}, ["path", "content"]
     )
-
-    def action(self, args: dict[str, Any]) -> Action:
-        return "write"
-
-    def resource(self, args: dict[str, Any], ctx: ToolContext) -> Path | None:
-        return _path(args, ctx)
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         path = _path(args, ctx)
@@ -102,8 +103,9 @@ class Write:
         return ToolResult(f"{verb} {path} ({len(after)} bytes)", False, record, blobs, diff)
 
 
-class Edit:
+class Edit(_FileTool):
     name = "edit"
+    kind: Action = "write"
     description = (
         "Replace `old_string` with `new_string` in a file. `old_string` must occur exactly once "
         "unless `replace_all` is true."
@@ -117,12 +119,6 @@ class Edit:
         },
         ["path", "old_string", "new_string"],
     )
-
-    def action(self, args: dict[str, Any]) -> Action:
-        return "write"
-
-    def resource(self, args: dict[str, Any], ctx: ToolContext) -> Path | None:
-        return _path(args, ctx)
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         path = _path(args, ctx)
@@ -145,15 +141,14 @@ class Edit:
         return ToolResult(f"edited {path} ({count} replacement(s))", False, record, blobs, diff)
 
 
-class Delete:
+class Delete(_FileTool):
     name = "delete"
     description = (
         "Delete a file by moving it to Foya's trash (.git, .foya and .agents are protected)."
     )
     parameters = schema({"path": {"type": "string"}}, ["path"])
 
-    def action(self, args: dict[str, Any]) -> Action:
-        return "delete"
+    kind: Action = "delete"
 
     def resource(self, args: dict[str, Any], ctx: ToolContext) -> Path | None:
         return _entry(args, ctx)
