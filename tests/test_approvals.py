@@ -289,6 +289,10 @@ def test_cancel_while_waiting_for_approval_cancels_the_turn(agent: Agent) -> Non
     complete = only(frames, "turn_complete")
     assert complete["status"] == "cancelled" and complete["reason"] == "user_stop"
     assert "tool_end" not in kinds(frames)
+    # The pending request is closed for every client that shows it.
+    assert only(frames, "approval_resolved") == {"id": request["id"], "decision": "denied"}
+    order = kinds(frames)
+    assert order.index("approval_resolved") < order.index("turn_complete")
     decide(s, request["id"], "approved")  # too late: a no-op
     s.wait_idle()
     assert not (s.workspace / "late.txt").exists()

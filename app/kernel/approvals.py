@@ -82,6 +82,12 @@ class Approvals:
             self._pending[request_id] = (ask.session, future)
             try:
                 decision = await future
+            except asyncio.CancelledError:
+                # The turn was cancelled while the user was asked: close the request for every
+                # client showing it (shielded, so the record survives the cancellation).
+                resolved = {"id": request_id, "decision": "denied"}
+                await asyncio.shield(emit(APPROVAL_RESOLVED, resolved))
+                raise
             finally:
                 self._pending.pop(request_id, None)
         if decision == "approved_for_session":
