@@ -120,6 +120,7 @@ class Turns:
         return run.turn is None or not run.turn.done() or pending
 
     def is_busy(self, session: str) -> bool:
+        """A runner exists or input is queued: what fork refuses as `session_busy`."""
         return session in self.runs or bool(self.queues.of(session).items)
 
     def partial(self, session: str) -> dict[str, Any] | None:

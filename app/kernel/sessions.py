@@ -256,19 +256,12 @@ class Sessions:
         source = await self.row(session)
         if self.is_busy(session):
             raise SessionBusy("the session is busy; wait for the turn and its queue to finish")
-        if through_seq is not None:
-            history = await self.store.history(session)
-            target = next((m for m in history if m["event_seq"] == through_seq), None)
-            if target is None:
-                raise NotFound(
-                    f"message {through_seq} is not in the active history",
-                    code="message_not_found",
-                )
-            if target.get("role") == "user":
-                raise BadRequest(
-                    "a fork must end after a reply, not at a user message",
-                    code="invalid_fork_boundary",
-                )
+        # One message's role, not the whole history (raises message_not_found if inactive).
+        if through_seq is not None and await self.store.active_role(session, through_seq) == "user":
+            raise BadRequest(
+                "a fork must end after a reply, not at a user message",
+                code="invalid_fork_boundary",
+            )
         stamp = now_ns()
         new = new_id()
         row = {

@@ -78,6 +78,10 @@ class Store:
         """Active messages of `session`, paged by seq."""
         return await self.db.read(lambda c: log.history(c, session, after_seq, limit))
 
+    async def active_role(self, session: str, seq: int) -> str:
+        """The role of active message `seq`; `MessageNotFound` if it is not active."""
+        return await self.db.read(lambda c: history.active_message(c, session, seq))
+
     async def history_head(self, session: str) -> int:
         return await self.db.read(lambda c: log.history_head(c, session))
 
@@ -145,14 +149,7 @@ class Store:
 
     async def sessions_using(self, connection_id: str) -> list[str]:
         """Ids of sessions bound to a connection."""
-        return await self.db.read(
-            lambda c: [
-                r[0]
-                for r in c.execute(
-                    "SELECT id FROM sessions WHERE connection_id = ?", (connection_id,)
-                )
-            ]
-        )
+        return await self.db.read(lambda c: sessions.using_connection(c, connection_id))
 
     async def get_session(self, session: str) -> dict[str, Any] | None:
         return await self.db.read(lambda c: sessions.get(c, session))

@@ -84,3 +84,9 @@ def list_rows(
         args,
     )
     return [dict(zip(COLUMNS, r, strict=True)) for r in rows]
+
+
+def using_connection(conn: sqlite3.Connection, connection_id: str) -> list[str]:
+    """Ids of the sessions bound to a connection."""
+    rows = conn.execute("SELECT id FROM sessions WHERE connection_id = ?", (connection_id,))
+    return [str(r[0]) for r in rows]
