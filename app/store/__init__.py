@@ -13,7 +13,17 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from app.events import Event, EventDraft
-from app.store import checkpoints, history, journals, retention, sessions, snapshots, usage
+from app.store import (
+    checkpoints,
+    filechanges,
+    history,
+    jobs,
+    journals,
+    retention,
+    sessions,
+    snapshots,
+    usage,
+)
 from app.store import events as log
 from app.store.db import Database
 from app.store.schema import SchemaTooNew, migrate
@@ -55,9 +65,16 @@ class Store:
 
     # -- facts -----------------------------------------------------------------------------
 
-    async def append(self, draft: EventDraft) -> Event:
-        """Store one event with its projections."""
-        return await self.db.write(lambda c: log.append(c, draft))
+    async def append(self, draft: EventDraft, *, journal: int | None = None) -> Event:
+        """Store one event with its projections; forget a finished file `journal` with it."""
+
+        def run(c: Any) -> Event:
+            event = log.append(c, draft)
+            if journal is not None:
+                journals.finish(c, journal)
+            return event
+
+        return await self.db.write(run)
 
     async def append_all(self, drafts: Sequence[EventDraft]) -> list[Event]:
         """Store several events atomically, in order."""
@@ -93,9 +110,34 @@ class Store:
         target_user_seq: int,
         expected_head_seq: int,
         files: list[dict[str, Any]] | None = None,
+        journal: int | None = None,
     ) -> Event:
         return await self.db.write(
-            lambda c: history.rewind(c, session, target_user_seq, expected_head_seq, files)
+            lambda c: history.rewind(c, session, target_user_seq, expected_head_seq, files, journal)
+        )
+
+    async def check_rewind(self, session: str, target_user_seq: int, expected_head: int) -> None:
+        """Raise unless a rewind to `target_user_seq` at history head `expected_head` is valid."""
+        await self.db.read(
+            lambda c: history.check_rewind(c, session, target_user_seq, expected_head)
+        )
+
+    # -- files -----------------------------------------------------------------------------------
+
+    async def file_spans(
+        self, session: str, *, from_seq: int = 0, pending_only: bool = False
+    ) -> list[filechanges.FileSpan]:
+        """Per path: the file before the first and after the last change since `from_seq`."""
+        return await self.db.read(
+            lambda c: filechanges.spans(c, session, from_seq=from_seq, pending_only=pending_only)
+        )
+
+    async def begin_restore(
+        self, session: str, target_user_seq: int, files: list[journals.JournalFile]
+    ) -> int:
+        """Journal a multi-file restore before any file is written; returns the journal id."""
+        return await self.db.write(
+            lambda c: journals.create(c, session, target_user_seq, files, time.time_ns())
         )
 
     async def fork(
@@ -105,8 +147,9 @@ class Store:
             lambda c: history.fork(c, source, new_row, through_seq, forked_at)
         )
 
-    async def delete_session(self, session: str) -> None:
-        await self.db.write(lambda c: history.delete_session(c, session, time.time_ns()))
+    async def delete_session(self, session: str) -> int:
+        """Delete the session's facts; returns the cleanup job for its directories."""
+        return await self.db.write(lambda c: history.delete_session(c, session, time.time_ns()))
 
     async def source_digest(self, session: str, through_seq: int) -> str:
         """The digest a checkpoint covering the active messages up to `through_seq` must carry."""
@@ -198,6 +241,28 @@ class Store:
 
     async def finish_journal(self, journal: int) -> None:
         await self.db.write(lambda c: journals.finish(c, journal))
+
+    # -- cleanup jobs ----------------------------------------------------------------------------
+
+    async def schedule_job(
+        self, kind: str, run_after_ns: int, payload: dict[str, Any] | None = None
+    ) -> int | None:
+        """Add a job unless one of `kind` is already waiting (used for periodic work)."""
+        return await self.db.write(
+            lambda c: jobs.schedule(c, kind, run_after_ns, payload, unique=True)
+        )
+
+    async def due_jobs(self, now_ns: int) -> list[jobs.Job]:
+        return await self.db.read(lambda c: jobs.due(c, now_ns))
+
+    async def next_job_at(self) -> int | None:
+        return await self.db.read(jobs.next_due)
+
+    async def job_done(self, job: int) -> None:
+        await self.db.write(lambda c: jobs.done(c, job))
+
+    async def job_failed(self, job: int, retry_at_ns: int) -> None:
+        await self.db.write(lambda c: jobs.retry(c, job, retry_at_ns))
 
     async def prune(self) -> int:
         """Apply file-change retention now; return rows pruned."""

@@ -8,7 +8,7 @@ from typing import Any
 from app import events as k
 from app.errors import BadRequest, Conflict, NotFound
 from app.events import Event, EventDraft
-from app.store import blobs, sessions
+from app.store import blobs, jobs, journals, sessions
 from app.store.events import append, history, history_head, require_live_session
 
 
@@ -41,24 +41,36 @@ def active_message(conn: sqlite3.Connection, session: str, seq: int) -> str:
     return str(row[0])
 
 
-def rewind(
-    conn: sqlite3.Connection,
-    session: str,
-    target_user_seq: int,
-    expected_head_seq: int,
-    files: list[dict[str, Any]] | None = None,
-) -> Event:
-    """Deactivate `target_user_seq` and everything after it by appending `history_rewound`."""
+def check_rewind(
+    conn: sqlite3.Connection, session: str, target_user_seq: int, expected_head_seq: int
+) -> None:
+    """Raise unless `target_user_seq` is an active user message and the head is as expected."""
     require_live_session(conn, session)
     if active_message(conn, session, target_user_seq) != "user":
         raise NotAUserMessage(f"message {target_user_seq} is not a user message")
     head = history_head(conn, session)
     if head != expected_head_seq:
         raise HistoryChanged(f"history head is {head}, expected {expected_head_seq}")
+
+
+def rewind(
+    conn: sqlite3.Connection,
+    session: str,
+    target_user_seq: int,
+    expected_head_seq: int,
+    files: list[dict[str, Any]] | None = None,
+    journal: int | None = None,
+) -> Event:
+    """Deactivate `target_user_seq` and everything after it by appending `history_rewound`;
+    forget the rewind's file journal in the same transaction (its files are now final)."""
+    check_rewind(conn, session, target_user_seq, expected_head_seq)
     payload: dict[str, Any] = {"target_user_seq": target_user_seq}
     if files:
         payload["files"] = files
-    return append(conn, EventDraft(session, k.HISTORY_REWOUND, payload))
+    event = append(conn, EventDraft(session, k.HISTORY_REWOUND, payload))
+    if journal is not None:
+        journals.finish(conn, journal)
+    return event
 
 
 def fork(
@@ -104,8 +116,13 @@ def fork(
     return out
 
 
-def delete_session(conn: sqlite3.Connection, session: str, now_ns: int) -> None:
-    """Mark `session` deleted and remove its facts and projections; keep the daily ledgers."""
+REMOVE_SESSION_FILES = "remove_session_files"
+
+
+def delete_session(conn: sqlite3.Connection, session: str, now_ns: int) -> int:
+    """Mark `session` deleted and remove its facts and projections; keep the daily ledgers.
+
+    Returns the cleanup job that removes the session's directories (done after the commit)."""
     conn.execute(
         "INSERT OR IGNORE INTO deleted_sessions(session_id, deleted_at_ns) VALUES (?, ?)",
         (session, now_ns),
@@ -123,3 +140,6 @@ def delete_session(conn: sqlite3.Connection, session: str, now_ns: int) -> None:
     ):
         conn.execute(f"DELETE FROM {table} WHERE {column} = ?", (session,))
     blobs.collect_garbage(conn)
+    job = jobs.schedule(conn, REMOVE_SESSION_FILES, now_ns, {"session": session})
+    assert job is not None
+    return job

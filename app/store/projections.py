@@ -157,6 +157,12 @@ def _rewound(conn: sqlite3.Connection, event: Event, _: bool) -> None:
         (event.session, target),
     )
     invalidate_past(conn, event.session, target)
+    # The rewind settled these files (restored or knowingly kept): nothing left to review.
+    conn.execute(
+        "UPDATE file_changes SET review_state = 'rewound'"
+        " WHERE session_id = ? AND event_seq >= ? AND review_state = 'pending'",
+        (event.session, target),
+    )
 
 
 def invalidate_past(conn: sqlite3.Connection, session: str, target: int) -> None:
