@@ -12,7 +12,7 @@ from starlette.types import ASGIApp
 from app import __version__
 from app.http.errors import install_error_handlers
 from app.http.middleware import BearerAuth, Observe
-from app.http.routes import connections, projects, sessions, system, turns
+from app.http.routes import artifacts, connections, files, projects, sessions, system, turns
 from app.kernel import Kernel
 
 Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
@@ -29,7 +29,7 @@ def create_api(kernel: Kernel, *, token_sha256: str | None, lifespan: Lifespan |
     )
     install_error_handlers(api)
     _document_errors_truthfully(api)
-    for module in (system, sessions, turns, connections, projects):
+    for module in (system, sessions, turns, files, artifacts, connections, projects):
         api.include_router(module.router(kernel))
     app: ASGIApp = api
     if token_sha256 is not None:

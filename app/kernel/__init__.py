@@ -17,16 +17,21 @@ from app.errors import FoyaError, Unavailable
 from app.events import MESSAGE_SNAPSHOT, Event
 from app.kernel import usage
 from app.kernel.approvals import Approvals
+from app.kernel.attachments import SessionArtifacts
 from app.kernel.connections import Connections
 from app.kernel.ids import now_ns
+from app.kernel.maintenance import Maintenance
 from app.kernel.projects import Projects
 from app.kernel.providers import Providers
 from app.kernel.queue import Queues
 from app.kernel.readiness import Check, CheckFn, data_dir_writable, database, free_disk
 from app.kernel.recovery import recover
+from app.kernel.review import Reviews
+from app.kernel.rewind import Rewinds
 from app.kernel.runner import Turns
 from app.kernel.sessions import Sessions, topic
 from app.kernel.streams import SessionStream
+from app.kernel.workspace import Workspaces
 from app.metrics import Metrics
 from app.providers.base import ProviderError
 from app.settings import Settings
@@ -81,6 +86,11 @@ class Kernel:
             metrics,
         )
         self.sessions.is_busy = self.turns.is_busy
+        self.artifacts = SessionArtifacts(self.sessions)
+        self.rewinds = Rewinds(self.sessions, self.store, self.turns, self.queues)
+        self.reviews = Reviews(self.sessions, self.store, self.turns)
+        self.workspaces = Workspaces(self.sessions)
+        self.maintenance = Maintenance(self.store, self.sessions.remove_files)
         self.sessions.stop_work = self.turns.stop
         self._started = False
         self._readiness: tuple[float, list[Check]] | None = None
@@ -102,14 +112,20 @@ class Kernel:
         self.projects.load()
         self.connections.load()
         await recover(self.store)
+        await (
+            self.maintenance.run_due()
+        )  # what a crash left undone (e.g. a deleted session's files)
+        self.maintenance.start()
 
     async def begin_shutdown(self) -> None:
         """First step of a graceful stop: end long-lived work so streams close themselves."""
+        await self.maintenance.stop()
         await self.turns.stop_all()
         self.broker.close()
 
     async def close(self) -> None:
         """Release what `start` opened."""
+        await self.maintenance.stop()
         if self._started:
             await asyncio.to_thread(self.store.close)
             self._started = False

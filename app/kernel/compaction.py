@@ -36,6 +36,7 @@ from app.store.checkpoints import CHECKPOINT_VERSION
 DEFAULT_WINDOW = 32_000
 KEEP_TAIL_USER_MESSAGES = 1
 MAX_SPLITS = 3  # a too-long summary request is split at most 3 times: up to 8 segments
+IMAGE_TOKENS = 1_000
 CHARS_PER_TOKEN = 4
 SECTIONS = ("Goal", "Progress", "Key Decisions", "Next Steps", "Critical Context")
 SUMMARY_PROMPT = (
@@ -56,8 +57,10 @@ class Plan:
 
 
 def estimate_tokens(messages: list[dict[str, Any]]) -> int:
-    """A provider-independent estimate: ~4 characters per token of the JSON form."""
-    return sum(len(json.dumps(m, ensure_ascii=False)) for m in messages) // CHARS_PER_TOKEN + 1
+    """A provider-independent estimate: ~4 characters per token of the JSON form, plus a fixed
+    cost per image (providers bill images by tiles, not by their bytes)."""
+    text = "".join(json.dumps(m, ensure_ascii=False) for m in messages)
+    return len(text) // CHARS_PER_TOKEN + text.count('"image_url"') * IMAGE_TOKENS + 1
 
 
 def output_reserve(window: int, last_output: int | None) -> int:
@@ -105,6 +108,8 @@ def summary_request(previous: str | None, covered: list[dict[str, Any]]) -> list
                 f"{c['name']}({json.dumps(c.get('input', {}))})" for c in m["tool_calls"]
             )
             text = f"{text}\n[tool calls: {calls}]"
+        for attached in m.get("attachments") or ():
+            text = f"{text}\n[attached image: {attached.get('name', 'image')}]"
         lines.append(f"[{role}] {text[:20_000]}")
     return [
         {"role": "system", "content": SUMMARY_PROMPT},

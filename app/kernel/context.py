@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+import base64
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from app.errors import FoyaError
 
 SYSTEM_PROMPT = (
     "You are Foya, a careful software agent working for one person. Your working directory is "
     "{cwd}. Use the tools to inspect and change files and to run commands; explain briefly what "
     "you did. Some tool calls need the user's approval and may be denied: then adapt."
 )
+
+
+# Image parts name their artifact until the request is sent: the token estimate stays cheap and
+# the bytes are read only for the request that carries them (`inline_images`).
+ARTIFACT_URL = "artifact:"
 
 
 def summary_message(summary: str) -> dict[str, Any]:
@@ -30,7 +39,15 @@ def to_openai(message: dict[str, Any]) -> dict[str, Any] | None:
     role = message.get("role")
     content = message.get("model_content") or message.get("content") or ""
     if role == "user":
-        return {"role": "user", "content": content}
+        images = [a for a in message.get("attachments") or () if a.get("kind", "image") == "image"]
+        if not images:
+            return {"role": "user", "content": content}
+        parts: list[dict[str, Any]] = [{"type": "text", "text": content}]
+        parts += [
+            {"type": "image_url", "image_url": {"url": ARTIFACT_URL + str(a.get("id", ""))}}
+            for a in images
+        ]
+        return {"role": "user", "content": parts}
     if role == "assistant":
         out: dict[str, Any] = {"role": "assistant", "content": content or None}
         calls = message.get("tool_calls") or []
@@ -74,3 +91,37 @@ def build(
                     {"role": "tool", "tool_call_id": call["id"], "content": "[not run: cancelled]"}
                 )
     return messages
+
+
+def inline_images(
+    messages: list[dict[str, Any]], load: Callable[[str], tuple[bytes, str]]
+) -> list[dict[str, Any]]:
+    """`messages` with every artifact image part replaced by a data URL of its bytes.
+
+    `load(id)` returns (bytes, media type) and raises `FoyaError` for an artifact that is gone;
+    such an image becomes a short text part so the request still goes out. Blocking."""
+    out = []
+    for message in messages:
+        content = message.get("content")
+        if not isinstance(content, list):
+            out.append(message)
+            continue
+        parts = []
+        for part in content:
+            url = (
+                part.get("image_url", {}).get("url", "") if part.get("type") == "image_url" else ""
+            )
+            if not url.startswith(ARTIFACT_URL):
+                parts.append(part)
+                continue
+            try:
+                data, media_type = load(url[len(ARTIFACT_URL) :])
+            except FoyaError:
+                parts.append({"type": "text", "text": "[an attached image is no longer available]"})
+                continue
+            encoded = base64.b64encode(data).decode()
+            parts.append(
+                {"type": "image_url", "image_url": {"url": f"data:{media_type};base64,{encoded}"}}
+            )
+        out.append({**message, "content": parts})
+    return out

@@ -1,16 +1,17 @@
 """Startup recovery (seed 000 "重启恢复"): make state consistent after any crash.
 
 The store resets phases, drops partial stream snapshots and prunes expired file changes; here we
-also roll back rewinds that never committed, putting each journaled file back to its original
-image. Nothing is re-run: provider streams, queued input, approvals and tool calls that were in
-flight are gone, because replaying them could repeat side effects.
+also roll back file restores (rewind, review undo) that never committed, putting each file the
+restore had written back to its original image. Nothing is re-run: provider streams, queued
+input, approvals and tool calls that were in flight are gone, because replaying them could
+repeat side effects.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+import asyncio
 
-from app.files import restore_file
+from app.kernel.filestate import roll_back
 from app.logs import get_logger
 from app.store import Store
 
@@ -20,22 +21,17 @@ async def recover(store: Store) -> None:
     log = get_logger("foya.recovery")
     report = await store.recover()
     for journal in report.pending_journals:
-        for f in journal.files:
-            if f.original is None:
-                log.error("cannot restore a file: its journaled image is damaged", path=f.path)
-                continue
-            restore_file(
-                Path(f.path),
-                exists=f.original.exists,
-                mode=f.original.mode,
-                content=f.original.content,
-            )
+        skipped = await asyncio.to_thread(roll_back, journal.files)
         await store.finish_journal(journal.id)
         log.warning(
-            "rolled back an interrupted rewind",
+            "rolled back an interrupted file restore",
             session=journal.session,
             files=len(journal.files),
         )
+        for path in skipped:
+            log.error(
+                "left a file alone: it is neither as before nor as after the restore", path=path
+            )
     log.info(
         "recovery done",
         sessions_reset=report.sessions_reset,

@@ -11,15 +11,18 @@ saves the partial reply with `turn_status` cancelled and emits `turn_complete{ca
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 from app import events as k
 from app.errors import BadRequest, Conflict
 from app.events import EventDraft
+from app.kernel import attachments
 from app.kernel.approvals import Approvals
 from app.kernel.compaction import Compactor
 from app.kernel.ids import iso_now, new_id
@@ -95,6 +98,7 @@ class Turns:
         self.compactor = Compactor(sessions, store, providers)
         self.titles = Titles(sessions, store, providers)
         self.compacting: dict[str, asyncio.Task[dict[str, Any]]] = {}
+        self.holding: set[str] = set()
         self.tool_runner = ToolRunner(tools, approvals, providers, data_dir / "trash")
         self.steps = Steps(sessions, store, providers, self.tool_runner, self.compactor, metrics)
         self._emit = functools.partial(emit, sessions)
@@ -104,20 +108,39 @@ class Turns:
     # -- state ---------------------------------------------------------------------------------
 
     def running(self, session: str) -> bool:
-        """A turn runs or a compaction is under way: new input is queued."""
-        return session in self.runs or session in self.compacting
+        """A turn runs, or a compaction or file restore is under way: new input is queued."""
+        return session in self.runs or session in self.compacting or session in self.holding
 
-    def _turn_active(self, session: str) -> bool:
+    @contextlib.asynccontextmanager
+    async def exclusive(self, session: str) -> AsyncIterator[None]:
+        """Keep turns and compactions off an idle session while its history or files change
+        (rewind, review undo); input arriving meanwhile is queued and runs afterwards."""
+        if self.active(session):
+            raise SessionBusy("the session is busy; wait for the turn to finish")
+        self.holding.add(session)
+        try:
+            yield
+        finally:
+            self.holding.discard(session)
+            self._resume(session)
+
+    def _resume(self, session: str) -> None:
+        """Start the queue's next input unless something already runs or the queue is paused."""
+        queue = self.queues.of(session)
+        if queue.items and not queue.paused and not self.running(session):
+            self._start(session, None)
+
+    def active(self, session: str) -> bool:
         """A turn runs or is about to (a runner that only winds down after `turn_complete`
         does not count)."""
-        if session in self.compacting:
+        if session in self.compacting or session in self.holding:
             return True
         run = self.runs.get(session)
         if run is None:
             return False
         queue = self.queues.of(session)
         pending = bool(queue.items) and not queue.paused
-        return run.turn is None or not run.turn.done() or pending
+        return run.turn is None or not (run.completed or run.turn.done()) or pending
 
     def is_busy(self, session: str) -> bool:
         """A runner exists or input is queued: what fork refuses as `session_busy`."""
@@ -130,10 +153,17 @@ class Turns:
 
     # -- commands ------------------------------------------------------------------------------
 
+    async def _accept(self, session: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Validated input with its attachments committed."""
+        row = await self.sessions.row(session)
+        validate_turn(body)
+        return await attachments.resolve(
+            self.sessions.artifacts, self.sessions.connections, row, body
+        )
+
     async def submit(self, session: str, body: dict[str, Any]) -> dict[str, Any]:
         """Start a turn, or queue the input if the session is busy."""
-        await self.sessions.row(session)
-        validate_turn(body)
+        body = await self._accept(session, body)
         queue = self.queues.of(session)
         if self.running(session) or (queue.items and queue.paused):
             item = self.queues.add(session, body)
@@ -148,8 +178,7 @@ class Turns:
 
     async def enqueue(self, session: str, body: dict[str, Any]) -> dict[str, Any]:
         """Add to the queue without starting anything."""
-        await self.sessions.row(session)
-        item = self.queues.add(session, validate_turn(body))
+        item = self.queues.add(session, await self._accept(session, body))
         await self._queue_changed(session)
         return item
 
@@ -228,7 +257,7 @@ class Turns:
     async def compact(self, session: str) -> dict[str, Any]:
         """`POST /sessions/{id}/compact`: idle sessions only; input meanwhile is queued."""
         await self.sessions.row(session)
-        if self._turn_active(session):
+        if self.active(session):
             raise SessionBusy("the session is busy; compact it when the turn has finished")
         # Its own task, so POST /cancel (or a queue dispatch) can stop it.
         task = asyncio.create_task(self._compact(session))
@@ -260,9 +289,7 @@ class Turns:
                 )
         finally:
             self.compacting.pop(session, None)
-            queue = self.queues.of(session)
-            if queue.items and not queue.paused and session not in self.runs:
-                self._start(session, None)  # input that arrived meanwhile
+            self._resume(session)  # input that arrived meanwhile
 
     # -- the runner ------------------------------------------------------------------------------
 
@@ -276,8 +303,8 @@ class Turns:
             body = first
             while run.cancel_reason is None:
                 if body is None:
-                    if self.queues.of(run.session).paused:
-                        return
+                    if self.queues.of(run.session).paused or run.session in self.holding:
+                        return  # a rewind or review undo holds the session: it resumes the queue
                     item = self.queues.pop(run.session)
                     if item is None:
                         return
@@ -292,9 +319,8 @@ class Turns:
             self.log.exception("runner failed", session=run.session)
         finally:
             self.runs.pop(run.session, None)
-            queue = self.queues.of(run.session)
-            if queue.items and not queue.paused and run.cancel_reason not in _ENDING:
-                self._start(run.session, None)  # input queued while this runner was ending
+            if run.cancel_reason not in _ENDING:
+                self._resume(run.session)  # input queued while this runner was ending
 
     async def _set_phase(
         self, run: Run, phase: str, then: list[EventDraft], before: list[EventDraft] | None = None
@@ -310,7 +336,7 @@ class Turns:
     async def _turn(self, run: Run, body: dict[str, Any]) -> None:
         run.run_id, run.started_at = new_id(), iso_now()
         run.text, run.reasoning = [], []
-        run.steps, run.overflow_retried = 0, False
+        run.steps, run.overflow_retried, run.completed = 0, False, False
         user = {"role": "user", "content": body["message"], "created_at": iso_now()}
         user.update(_extras(body))
         await self._set_phase(
@@ -362,6 +388,7 @@ class Turns:
         await self._set_phase(
             run, "idle", [], [EventDraft(run.session, k.TURN_COMPLETE, done, run.run_id)]
         )
+        run.completed = True
         await self.store.clear_snapshot(run.session)  # after turn_complete: see snapshots.py
         if status == "completed":
             self.titles.schedule(run.session)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from app import events as k
+from app.artifacts import Artifacts
 from app.broker import Broker
 from app.errors import BadRequest, Conflict, NotFound
 from app.events import Event, EventDraft, iso_time
@@ -79,6 +80,7 @@ class Sessions:
         self.projects = projects
         self.connections = connections
         self.workspaces = data_dir / "workspaces"
+        self.artifacts = Artifacts(data_dir / "artifacts")
         self._locks: dict[str, asyncio.Lock] = {}
         self.is_busy: Callable[[str], bool] = lambda _: False
         self.stop_work: Callable[[str, str], Awaitable[None]] = _no_work
@@ -87,12 +89,18 @@ class Sessions:
 
     async def emit(self, draft: EventDraft, *, must: bool = True) -> Event:
         """Append `draft` and publish it to the session's subscribers."""
-        async with self._locks.setdefault(draft.session, asyncio.Lock()):
-            event = await self.store.append(draft)
+        return await self.commit(draft.session, lambda: self.store.append(draft), must=must)
+
+    async def commit(
+        self, session: str, write: Callable[[], Awaitable[Event]], *, must: bool = True
+    ) -> Event:
+        """Run a store write that appends one event of `session`, then publish that event."""
+        async with self._locks.setdefault(session, asyncio.Lock()):
+            event = await write()
             if must:
-                await self.broker.deliver(topic(draft.session), event)
+                await self.broker.deliver(topic(session), event)
             else:
-                self.broker.publish(topic(draft.session), event)
+                self.broker.publish(topic(session), event)
         return event
 
     def publish_delta(self, session: str, kind: str, payload: Any, run_id: str | None) -> bool:
@@ -240,14 +248,20 @@ class Sessions:
         for child in await self.store.list_sessions(parent_id=session):
             await self.delete(child["id"])
         await self.stop_work(session, "session_deleted")
-        await self.store.delete_session(session)
-        # Keyed by the session id, never a project's directory: also right if a project was
-        # set after the managed workspace was made.
-        await asyncio.to_thread(shutil.rmtree, self.workspaces / session, ignore_errors=True)
+        job = await self.store.delete_session(session)
+        await self.remove_files(session)
+        await self.store.job_done(job)  # a crash before this leaves the job for the next start
         gone = Event(0, k.SESSION_DELETED, session, None, now_ns(), {"id": session})
         await self.broker.deliver(topic(session), gone)
         self.broker.end_topic(topic(session))
         self._locks.pop(session, None)
+
+    async def remove_files(self, session: str) -> None:
+        """Remove a deleted session's managed workspace and artifacts. Keyed by the session id,
+        never a project's directory: also right if a project was set after the managed
+        workspace was made."""
+        await asyncio.to_thread(shutil.rmtree, self.workspaces / session, ignore_errors=True)
+        await asyncio.to_thread(self.artifacts.remove_session, session)
 
     async def fork(
         self, session: str, title: str | None, through_seq: int | None
@@ -283,7 +297,16 @@ class Sessions:
                 await asyncio.to_thread(shutil.copytree, src, self.workspaces / new, symlinks=True)
             else:
                 (self.workspaces / new).mkdir(parents=True, exist_ok=True, mode=0o700)
-        await self.store.fork(session, row, through_seq, iso_now())
+        copied = await self.store.fork(session, row, through_seq, iso_now())
+        # The fork must not depend on the source's directory, which goes when it is deleted.
+        ids = [
+            str(a.get("id"))
+            for event in copied
+            if isinstance(event.payload, dict)
+            for a in event.payload.get("attachments") or ()
+        ]
+        if ids:
+            await asyncio.to_thread(self.artifacts.copy, session, new, ids)
         return await self.get(new)
 
 

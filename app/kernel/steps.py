@@ -55,6 +55,7 @@ class Run:
     steps: int = 0
     last_output: int | None = None
     overflow_retried: bool = False
+    completed: bool = False  # `turn_complete` is stored: only bookkeeping is left of the turn
 
     def partial(self) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": "".join(self.text)}
@@ -131,6 +132,9 @@ class Steps:
             except FoyaError as exc:  # nothing to compact, or the summary failed: try as is
                 self.log.warning("compaction before a request failed", error=exc.message)
                 break
+        if any(isinstance(m.get("content"), list) for m in messages):
+            load = functools.partial(self.sessions.artifacts.read, run.session)
+            messages = await asyncio.to_thread(context.inline_images, messages, load)
         request = ChatRequest(
             model=row["model"],
             messages=messages,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import os
 import stat
@@ -10,8 +9,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from app.textdiff import unified
+
 Action = Literal["read", "write", "delete", "execute"]
-MAX_DIFF_CHARS = 200_000
 
 
 class ToolError(Exception):
@@ -108,18 +108,7 @@ def change(
         "before_blob": key(before),
         "after_blob": key(after),
     }
-    return record, blobs, unified_diff(str(path), before, after)
-
-
-def unified_diff(name: str, before: bytes | None, after: bytes | None) -> str:
-    a = (before or b"").decode(errors="replace").splitlines(keepends=True)
-    b = (after or b"").decode(errors="replace").splitlines(keepends=True)
-    text = "".join(
-        difflib.unified_diff(
-            a, b, "/dev/null" if before is None else name, "/dev/null" if after is None else name
-        )
-    )
-    return text if len(text) <= MAX_DIFF_CHARS else text[:MAX_DIFF_CHARS] + "\n… (diff truncated)\n"
+    return record, blobs, unified(str(path), before, after).text
 
 
 def write_file(path: Path, data: bytes, mode: int) -> None:

@@ -1,0 +1,111 @@
+"""Artifacts: images uploaded for a session's turns."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator
+
+from fastapi import APIRouter, Request, Response
+from starlette.datastructures import UploadFile
+from starlette.formparsers import MultiPartException, MultiPartParser
+
+from app.errors import BadRequest, FoyaError
+from app.http.filemodels import Attachment, AttachmentCreated
+from app.kernel import Kernel
+
+IMMUTABLE = "private, max-age=31536000, immutable"
+UPLOAD_SCHEMA = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "multipart/form-data": {
+                "schema": {
+                    "type": "object",
+                    "required": ["file"],
+                    "properties": {"file": {"type": "string", "format": "binary"}},
+                }
+            }
+        },
+    }
+}
+
+
+def _too_large(limit: int) -> FoyaError:
+    return FoyaError(
+        f"the upload is larger than {limit // (1024 * 1024)} MiB",
+        status=413,
+        code="image_too_large",
+    )
+
+
+async def _body(request: Request, limit: int) -> bytes:
+    """The request body, refused with 413 as soon as it passes `limit` (never spooled whole)."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise _too_large(limit)
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise _too_large(limit)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def _upload(request: Request, limit: int) -> tuple[str, bytes]:
+    """(file name, bytes) of the multipart field `file`."""
+    if not request.headers.get("content-type", "").startswith("multipart/form-data"):
+        raise BadRequest("send the image as multipart/form-data with a field named file")
+    body = await _body(request, limit)
+
+    async def stream() -> AsyncGenerator[bytes, None]:
+        yield body
+
+    try:
+        form = await MultiPartParser(request.headers, stream(), max_files=1, max_fields=8).parse()
+    except MultiPartException as exc:
+        raise BadRequest(f"malformed multipart body: {exc.message}") from None
+    upload = form.get("file")
+    if not isinstance(upload, UploadFile):
+        raise BadRequest("the multipart field file is missing")
+    try:
+        return upload.filename or "image", await upload.read()
+    finally:
+        await form.close()
+
+
+def router(kernel: Kernel) -> APIRouter:
+    """Routes bound to `kernel`."""
+    api = APIRouter(tags=["artifacts"])
+    artifacts = kernel.artifacts
+
+    @api.post(
+        "/sessions/{session_id}/artifacts",
+        status_code=201,
+        response_model_exclude_none=True,
+        openapi_extra=UPLOAD_SCHEMA,
+    )
+    async def upload(session_id: str, request: Request) -> AttachmentCreated:
+        """Store a PNG, JPEG, WebP or GIF (re-encoded without metadata) for a later turn."""
+        name, data = await _upload(request, artifacts.MAX_UPLOAD_BYTES)
+        if len(data) > artifacts.MAX_IMAGE_BYTES:
+            raise _too_large(artifacts.MAX_IMAGE_BYTES)
+        ref = await artifacts.add(session_id, name, data)
+        return AttachmentCreated(attachment=Attachment(**ref))
+
+    @api.get(
+        "/sessions/{session_id}/artifacts/{artifact_id}",
+        response_class=Response,
+        responses={200: {"content": {"image/*": {}}}},
+    )
+    async def read(session_id: str, artifact_id: str) -> Response:
+        """The stored image; its content never changes, so clients may cache it for good."""
+        data, media_type = await artifacts.read(session_id, artifact_id)
+        return Response(data, media_type=media_type, headers={"Cache-Control": IMMUTABLE})
+
+    @api.delete("/sessions/{session_id}/artifacts/{artifact_id}", status_code=204)
+    async def delete(session_id: str, artifact_id: str) -> Response:
+        """Remove an artifact no turn has used (409 `artifact_committed` otherwise)."""
+        await artifacts.delete(session_id, artifact_id)
+        return Response(status_code=204)
+
+    return api

@@ -1,0 +1,263 @@
+"""Putting files back: what undoing the agent's changes would do to each file on disk, and doing
+it crash-safely. Shared by file review (`undo`) and rewind.
+
+For each changed path we know three images: `target` (before the agent's first change), `recorded`
+(after its last change) and `current` (on disk now). A file still as recorded, or already at the
+target, is `ready`. One changed since by someone else is never silently overwritten: if the
+agent's changes can be taken out of it by a clean three-way merge it is `mergeable`, otherwise it
+is `modified` and restored only when the caller forces its key.
+
+Restoring goes through a durable journal (`app.store.journals`): every original image is stored
+before the first file is written, so a crash half-way is rolled back at the next start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import stat
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import merge3
+
+from app.errors import Conflict
+from app.events import Event
+from app.failpoints import failpoint
+from app.files import restore_file
+from app.store import Store
+from app.store.filechanges import FileSpan
+from app.store.journals import FileImage, JournalFile
+from app.textdiff import unified
+
+Status = Literal["ready", "mergeable", "modified"]
+
+
+class FileChanged(Conflict):
+    """A file changed on disk while it was being restored."""
+
+    code = "file_changed"
+
+
+class FileStateChanged(Conflict):
+    """The files are no longer as the caller saw them."""
+
+    code = "file_state_changed"
+
+
+@dataclass(frozen=True)
+class FilePlan:
+    """One path: its state now, what restoring it writes, and how that looks as a diff."""
+
+    key: str
+    path: str
+    status: Status
+    current: FileImage
+    result: FileImage
+    diff: str
+    additions: int
+    deletions: int
+
+    def wire(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "path": self.path,
+            "status": self.status,
+            "additions": self.additions,
+            "deletions": self.deletions,
+            "diff": self.diff,
+        }
+
+
+def file_key(path: str) -> str:
+    """A stable, path-free handle for a file in previews and `force_file_keys`."""
+    return hashlib.sha256(path.encode()).hexdigest()[:16]
+
+
+def read_current(path: str) -> FileImage:
+    """The file as it is on disk. Anything but a regular file reads as present without content."""
+    try:
+        st = os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return FileImage(False)
+    if not stat.S_ISREG(st.st_mode):
+        return FileImage(True, stat.S_IMODE(st.st_mode), None)
+    return FileImage(True, stat.S_IMODE(st.st_mode), Path(path).read_bytes())
+
+
+def plan(spans: Iterable[FileSpan], *, show: Literal["restore", "change"]) -> list[FilePlan]:
+    """Classify every span against the disk. `show="restore"` diffs what restoring would do
+    (current → result); `"change"` what the agent did (before → after)."""
+    out = []
+    for span in spans:
+        current = read_current(span.path)
+        status, result = _classify(span.before, span.after, current)
+        a, b = (current, result) if show == "restore" else (span.before, span.after)
+        d = unified(span.path, a.content if a.exists else None, b.content if b.exists else None)
+        out.append(
+            FilePlan(
+                file_key(span.path),
+                span.path,
+                status,
+                current,
+                result,
+                d.text,
+                d.additions,
+                d.deletions,
+            )
+        )
+    return out
+
+
+def same(a: FileImage, b: FileImage) -> bool:
+    """Whether two images have the same existence and content (modes aside)."""
+    return a.exists == b.exists and (not a.exists or a.content == b.content)
+
+
+def _classify(
+    target: FileImage, recorded: FileImage, current: FileImage
+) -> tuple[Status, FileImage]:
+    if current.exists and current.content is None:
+        return "modified", target  # now a directory, socket, symlink…: never merged
+    if same(current, target) or same(current, recorded):
+        return "ready", target
+    merged = _merge(recorded, current, target)
+    if merged is not None:
+        return "mergeable", FileImage(True, current.mode, merged)
+    return "modified", target
+
+
+def _lines(image: FileImage) -> list[str] | None:
+    try:
+        return (image.content or b"").decode().splitlines(keepends=True)
+    except UnicodeDecodeError:
+        return None
+
+
+def _merge(base: FileImage, ours: FileImage, theirs: FileImage) -> bytes | None:
+    """Take the agent's changes (base → theirs reverts them) out of `ours`, if that merges
+    cleanly; None when it conflicts or a side is missing or not text."""
+    if not (base.exists and ours.exists and theirs.exists):
+        return None
+    b, o, t = _lines(base), _lines(ours), _lines(theirs)
+    if b is None or o is None or t is None:
+        return None
+    m = merge3.Merge3(b, o, t)
+    if any(region[0] == "conflict" for region in m.merge_regions()):
+        return None
+    return "".join(m.merge_lines()).encode()
+
+
+def state_token(plans: Iterable[FilePlan]) -> str:
+    """A digest of every planned file's current state: equal tokens mean untouched files."""
+    h = hashlib.sha256()
+    for p in sorted(plans, key=lambda p: p.key):
+        content = p.current.content
+        digest = hashlib.sha256(content).hexdigest() if content is not None else "-"
+        h.update(f"{p.key}:{int(p.current.exists)}:{p.current.mode}:{digest}\n".encode())
+    return h.hexdigest()
+
+
+def journal_files(plans: Iterable[FilePlan], forced: set[str]) -> list[JournalFile]:
+    """The files a restore writes, with the action each records: ready files are restored,
+    mergeable ones merged, modified ones only when forced."""
+    out = []
+    for p in plans:
+        if p.status == "modified" and p.key not in forced:
+            continue
+        if p.status == "modified" and p.current.exists and p.current.content is None:
+            raise FileStateChanged(f"{p.path} is no longer a regular file; it cannot be restored")
+        action = {"ready": "restored", "mergeable": "merged", "modified": "force_restored"}
+        out.append(JournalFile(p.path, p.current, p.result, action[p.status]))
+    return out
+
+
+def apply(files: list[JournalFile]) -> None:
+    """Write every journaled file's target image. Each file is re-read first: if it is no longer
+    the image the plan saw, `FileChanged` is raised. On any failure the files already written
+    are put back (never the others: they may hold someone's newer edit). Blocking."""
+    done: list[JournalFile] = []
+    try:
+        for f in files:
+            assert f.original is not None and f.target is not None
+            if not same(read_current(f.path), f.original):
+                raise FileChanged(f"{f.path} changed while the files were being restored")
+            failpoint("restore_file")
+            restore_file(
+                Path(f.path), exists=f.target.exists, mode=f.target.mode, content=f.target.content
+            )
+            done.append(f)
+    except BaseException:
+        roll_back(done)
+        raise
+
+
+def roll_back(files: Iterable[JournalFile]) -> list[str]:
+    """Put journaled files back to their original images, but only those that are exactly as
+    the restore left them (a file in any other state was changed since: it is left alone and
+    its path returned). Idempotent. Blocking."""
+    skipped = []
+    for f in files:
+        if (
+            f.original is None
+            or f.target is None
+            or (f.original.exists and f.original.content is None)
+        ):
+            skipped.append(f.path)
+            continue
+        current = read_current(f.path)
+        if same(current, f.original):
+            continue
+        if not same(current, f.target):
+            skipped.append(f.path)
+            continue
+        restore_file(
+            Path(f.path), exists=f.original.exists, mode=f.original.mode, content=f.original.content
+        )
+    return skipped
+
+
+def outcome(plans: Iterable[FilePlan], forced: set[str]) -> list[dict[str, str]]:
+    """Per file, what the restore did: `{path, action}` for the event payload."""
+    action = {"ready": "restored", "mergeable": "merged"}
+    return [
+        {
+            "path": p.path,
+            "action": action.get(p.status, "force_restored" if p.key in forced else "kept"),
+        }
+        for p in plans
+    ]
+
+
+async def restore(
+    store: Store,
+    session: str,
+    target_seq: int,
+    files: list[JournalFile],
+    commit: Callable[[int | None], Awaitable[Event]],
+) -> Event:
+    """Journal `files`, write them, then `commit(journal)`: the caller's event, which must
+    forget the journal in its own transaction. Any failure puts the written files back; a crash
+    leaves the journal for startup recovery. Runs as its own task, so a client that goes away
+    mid-way never stops a restore half-done."""
+
+    async def run() -> Event:
+        journal = await store.begin_restore(session, target_seq, files) if files else None
+        try:
+            await asyncio.to_thread(apply, files)
+        except BaseException:
+            if journal is not None:
+                await store.finish_journal(journal)
+            raise
+        try:
+            return await commit(journal)
+        except BaseException:
+            await asyncio.to_thread(roll_back, files)
+            if journal is not None:
+                await store.finish_journal(journal)
+            raise
+
+    return await asyncio.shield(asyncio.create_task(run()))
