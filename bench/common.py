@@ -10,6 +10,7 @@ importable.
 from __future__ import annotations
 
 import os
+import statistics
 import sys
 
 BENCH = os.path.dirname(os.path.abspath(__file__))
@@ -207,3 +208,18 @@ def short_path(file: str) -> str:
             tail = file.split(marker, 1)[1]
             return tail.split("/", 1)[1] if marker.startswith("lib/") else tail
     return os.path.relpath(file, ROOT) if file.startswith("/") else file
+
+
+def ms(ns: float) -> float:
+    return ns / 1e6
+
+
+def stats(values_ns: list[float], digits: int = 2) -> dict[str, float]:
+    """Median, p90 and minimum (ms) of timings taken in ns."""
+    values = [ms(v) for v in values_ns]
+    return {
+        "median_ms": round(statistics.median(values), digits),
+        "p90_ms": round(percentile(values, 0.9), digits),
+        "min_ms": round(min(values), digits),
+        "n": len(values),
+    }

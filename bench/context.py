@@ -41,7 +41,7 @@ from __future__ import annotations
 
 # First of all: importing `common` drops bench/ from sys.path, where bench/http.py would
 # shadow the standard library's `http` package, and makes the repository importable.
-from common import ROOT, process_cpu, say
+from common import ROOT, process_cpu, say, stats
 
 # isort: split
 
@@ -88,25 +88,6 @@ TAIL = 52  # messages after the checkpoint
 WINDOW = 100_000_000  # no step ever compacts: both cases run the same turn
 TURN_TIMEOUT = 60.0
 CASES = ("checkpoint", "raw")
-
-
-def ms(ns: float) -> float:
-    return ns / 1e6
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
-
-
-def stats(values_ns: list[float]) -> dict[str, float]:
-    values = [ms(v) for v in values_ns]
-    return {
-        "median_ms": round(statistics.median(values), 3),
-        "p90_ms": round(pct(values, 0.9), 3),
-        "min_ms": round(min(values), 3),
-        "n": len(values),
-    }
 
 
 # ------------------------------------------------------------------------------------ data

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel
+from pydantic import BaseModel, StrictBool
 
 from app.http.models import Strict
 
@@ -10,7 +10,7 @@ from app.http.models import Strict
 class Rewind(Strict):
     """Empty (or `confirm: false`) previews; a confirm repeats what the preview returned."""
 
-    confirm: bool = False
+    confirm: StrictBool = False
     expected_head_seq: int | None = None
     expected_file_state: str | None = None
     force_file_keys: list[str] | None = None

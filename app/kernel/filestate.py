@@ -113,8 +113,8 @@ def plan(spans: Iterable[FileSpan], *, show: Literal["restore", "change"]) -> li
 
 
 def same(a: FileImage, b: FileImage) -> bool:
-    """Whether two images have the same existence and content (modes aside)."""
-    return a.exists == b.exists and (not a.exists or a.content == b.content)
+    """Whether two images are the same file: both absent, or equal content and mode."""
+    return a.exists == b.exists and (not a.exists or (a.content, a.mode) == (b.content, b.mode))
 
 
 def _classify(
@@ -145,10 +145,16 @@ def _merge(base: FileImage, ours: FileImage, theirs: FileImage) -> bytes | None:
     b, o, t = _lines(base), _lines(ours), _lines(theirs)
     if b is None or o is None or t is None:
         return None
-    m = merge3.Merge3(b, o, t)
-    if any(region[0] == "conflict" for region in m.merge_regions()):
-        return None
-    return "".join(m.merge_lines()).encode()
+    # The regions are worked out once (merge_lines would compute them again).
+    sources = {"unchanged": b, "same": o, "a": o, "b": t}
+    merged: list[str] = []
+    for region in merge3.Merge3(b, o, t).merge_regions():
+        if region[0] == "conflict":
+            return None
+        start, end = region[1], region[2]
+        assert isinstance(start, int) and isinstance(end, int)
+        merged += sources[region[0]][start:end]
+    return "".join(merged).encode()
 
 
 def state_token(plans: Iterable[FilePlan]) -> str:

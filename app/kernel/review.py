@@ -21,7 +21,7 @@ from app.kernel.runner import Turns
 from app.kernel.sessions import Sessions
 from app.store import Store
 
-ACTIONS = {"keep": "kept", "undo": "undone"}
+ACTIONS = ("keep", "undo")
 
 
 class NoPendingFileChanges(Conflict):
@@ -39,6 +39,7 @@ class Reviews:
         self.sessions = sessions
         self.store = store
         self.turns = turns
+        self._lock = asyncio.Lock()
 
     async def pending(self, session: str) -> dict[str, Any]:
         await self.sessions.row(session)
@@ -57,9 +58,24 @@ class Reviews:
         expected_file_state: str,
         force_file_keys: list[str] | None = None,
     ) -> dict[str, Any]:
+        await self.sessions.row(session)
         if action not in ACTIONS:
             raise BadRequest("action: must be keep or undo", code="invalid_action")
-        await self.sessions.row(session)
+        # One resolution at a time (they are rare): a keep must not record files an undo is
+        # putting back.
+        async with self._lock:
+            return await self._resolve(
+                session, action, expected_through_seq, expected_file_state, force_file_keys
+            )
+
+    async def _resolve(
+        self,
+        session: str,
+        action: str,
+        expected_through_seq: int,
+        expected_file_state: str,
+        force_file_keys: list[str] | None,
+    ) -> dict[str, Any]:
         if action == "keep":
             plans, through = await self._check(session, expected_through_seq, expected_file_state)
             resolved = {"action": "kept", "through_seq": through}

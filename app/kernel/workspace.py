@@ -129,14 +129,17 @@ def _read(root: Path, rel: str, limit: int) -> tuple[bytes, int]:
         raise WorkspaceFileNotFound(f"{rel} does not exist in the workspace") from None
     except OSError:
         raise InvalidWorkspacePath(f"path: {rel!r} is not a readable file") from None
-    with os.fdopen(fd, "rb") as f:
+    try:
         real = Path(os.readlink(f"/proc/self/fd/{fd}"))
         if not real.is_relative_to(root.resolve()):
             raise InvalidWorkspacePath(f"path: {rel!r} is outside the workspace")
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise InvalidWorkspacePath(f"path: {rel!r} is not a regular file")
-        return f.read(limit), st.st_size
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            return f.read(limit), st.st_size
+    finally:
+        os.close(fd)
 
 
 def text(root: Path, rel: str) -> dict[str, Any]:

@@ -42,17 +42,23 @@ def get(conn: sqlite3.Connection, key: str) -> bytes:
     row = conn.execute("SELECT data FROM file_blobs WHERE hash = ?", (key,)).fetchone()
     if row is None:
         raise BlobMissing(f"blob {key} is not stored")
-    if not matches(key, row[0]):
+    data = _decompress(row[0])
+    if data is None or digest(data) != key:
         raise BlobCorrupt(f"blob {key} does not match its hash")
-    return gzip.decompress(row[0])
+    return data
+
+
+def _decompress(stored: bytes) -> bytes | None:
+    try:
+        return gzip.decompress(stored)
+    except (OSError, EOFError):
+        return None
 
 
 def matches(key: str, stored: bytes) -> bool:
     """Whether gzip data `stored` decompresses to content hashing to `key`."""
-    try:
-        return digest(gzip.decompress(stored)) == key
-    except (OSError, EOFError):
-        return False
+    data = _decompress(stored)
+    return data is not None and digest(data) == key
 
 
 def require(conn: sqlite3.Connection, keys: Iterable[str | None]) -> None:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator
+from typing import Any
 
 from fastapi import APIRouter, Request, Response
 from starlette.datastructures import UploadFile
 from starlette.formparsers import MultiPartException, MultiPartParser
 
 from app.errors import BadRequest, FoyaError
+from app.http.errors import error_response
 from app.http.filemodels import Attachment, AttachmentCreated
 from app.kernel import Kernel
 
@@ -81,12 +83,18 @@ def router(kernel: Kernel) -> APIRouter:
     @api.post(
         "/sessions/{session_id}/artifacts",
         status_code=201,
+        response_model=AttachmentCreated,
         response_model_exclude_none=True,
         openapi_extra=UPLOAD_SCHEMA,
     )
-    async def upload(session_id: str, request: Request) -> AttachmentCreated:
+    async def upload(session_id: str, request: Request) -> Any:
         """Store a PNG, JPEG, WebP or GIF (re-encoded without metadata) for a later turn."""
-        name, data = await _upload(request, artifacts.MAX_UPLOAD_BYTES)
+        try:
+            name, data = await _upload(request, artifacts.MAX_UPLOAD_BYTES)
+        except FoyaError as exc:
+            # Refused with the body (partly) unread: hypercorn closes the connection after
+            # the response, so tell the client not to reuse it.
+            return error_response(exc.status, exc.code, exc.message, {"Connection": "close"})
         if len(data) > artifacts.MAX_IMAGE_BYTES:
             raise _too_large(artifacts.MAX_IMAGE_BYTES)
         ref = await artifacts.add(session_id, name, data)

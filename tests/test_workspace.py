@@ -1,0 +1,386 @@
+"""Workspace browsing over HTTP (reference §1 "Workspace"): listing, file list, text and raw reads.
+
+A real kernel on a Unix socket; each test writes straight into its session's managed workspace
+(`<data-dir>/workspaces/<session>`) and reads it back through the routes. Paths that leave the
+workspace — `..`, absolute paths, NUL bytes, symbolic links pointing outside — must be refused with
+`invalid_workspace_path` and must never return the outside file's content.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from fake_provider import Agent, Session, agent_kernel
+from helpers import wait_until
+from streams_helpers import assert_error
+
+MIB = 1024 * 1024
+STAMP = 1_700_000_000  # 2023-11-14T22:13:20Z
+STAMP_ISO = "2023-11-14T22:13:20.000000Z"
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Agent]:
+    with agent_kernel(tmp_path_factory.mktemp("workspace")) as agent:
+        yield agent
+
+
+@pytest.fixture
+def s(agent: Agent) -> Session:
+    return agent.session("full_access")
+
+
+@pytest.fixture
+def secret(tmp_path: Path) -> Path:
+    """A directory outside every workspace holding `secret.txt` with a unique marker."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text(f"SECRET-{secrets.token_hex(8)}\n")
+    return outside
+
+
+def write(s: Session, rel: str, data: bytes | str) -> Path:
+    path = s.workspace / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(data, str):
+        path.write_text(data)
+    else:
+        path.write_bytes(data)
+    return path
+
+
+def get(s: Session, route: str, **params: str) -> httpx.Response:
+    return s.client.get(f"/sessions/{s.id}/{route}", params=params)
+
+
+def ok(response: httpx.Response) -> dict[str, Any]:
+    assert response.status_code == 200, response.text
+    return dict(response.json())
+
+
+# -------------------------------------------------------------------------------------- listing
+
+
+def test_listing_puts_directories_first(s: Session) -> None:
+    write(s, "b.txt", "hello")
+    write(s, "a.md", "")
+    write(s, "zdir/inner.txt", "x")
+    (s.workspace / "adir").mkdir()
+    os.symlink("b.txt", s.workspace / "link")
+    os.mkfifo(s.workspace / "pipe")
+    for name in ("b.txt", "a.md", "zdir", "adir"):
+        os.utime(s.workspace / name, (STAMP, STAMP))
+
+    body = ok(get(s, "workspace"))
+    assert body["root"] == str(s.workspace)
+    assert body["path"] == ""
+    assert body["truncated"] is False
+    entries = {e["name"]: e for e in body["entries"]}
+    assert [e["name"] for e in body["entries"]] == ["adir", "zdir", "a.md", "b.txt", "link", "pipe"]
+    assert entries["b.txt"] == {
+        "name": "b.txt",
+        "path": "b.txt",
+        "kind": "file",
+        "size": 5,
+        "modified_at": STAMP_ISO,
+    }
+    assert entries["a.md"]["size"] == 0 and entries["a.md"]["kind"] == "file"
+    assert entries["zdir"] == {
+        "name": "zdir",
+        "path": "zdir",
+        "kind": "dir",
+        "size": 0,
+        "modified_at": STAMP_ISO,
+    }
+    assert entries["link"]["kind"] == "other"  # a link is never followed by the listing
+    assert entries["pipe"]["kind"] == "other"
+
+
+def test_listing_of_a_subdirectory(s: Session) -> None:
+    write(s, "src/pkg/mod.py", "x = 1\n")
+    write(s, "src/main.py", "print(1)\n")
+    body = ok(get(s, "workspace", path="src"))
+    assert body["path"] == "src"
+    assert [(e["name"], e["path"], e["kind"]) for e in body["entries"]] == [
+        ("pkg", "src/pkg", "dir"),
+        ("main.py", "src/main.py", "file"),
+    ]
+    nested = ok(get(s, "workspace", path="src/pkg"))
+    assert [e["path"] for e in nested["entries"]] == ["src/pkg/mod.py"]
+    # `..` that stays inside is fine and reported as the normalized path
+    assert ok(get(s, "workspace", path="src/pkg/.."))["path"] == "src"
+
+
+def test_listing_of_an_empty_workspace(s: Session) -> None:
+    body = ok(get(s, "workspace"))
+    assert body["entries"] == [] and body["truncated"] is False
+
+
+def test_listing_of_a_missing_directory_is_404(s: Session) -> None:
+    assert_error(get(s, "workspace", path="nope"), 404, "file_not_found")
+
+
+# -------------------------------------------------------------------------------------- files
+
+
+def test_files_lists_every_file_sorted_without_git_or_links(s: Session, secret: Path) -> None:
+    write(s, "z.txt", "z")
+    write(s, "a/b/c.txt", "c")
+    write(s, "a/a.txt", "a")
+    write(s, "B.txt", "B")
+    write(s, ".hidden", "h")
+    write(s, ".git/HEAD", "ref: refs/heads/main\n")
+    write(s, "sub/.git/config", "[core]\n")
+    (s.workspace / "empty").mkdir()
+    os.symlink("z.txt", s.workspace / "to-z")
+    os.symlink(secret, s.workspace / "outdir")
+    os.symlink(secret / "secret.txt", s.workspace / "outfile")
+
+    body = ok(get(s, "workspace/files"))
+    assert body == {
+        "root": str(s.workspace),
+        "files": [".hidden", "B.txt", "a/a.txt", "a/b/c.txt", "z.txt"],
+        "truncated": False,
+    }
+
+
+def test_files_of_an_empty_workspace(s: Session) -> None:
+    assert ok(get(s, "workspace/files"))["files"] == []
+
+
+# --------------------------------------------------------------------------------------- file
+
+
+def test_a_text_file(s: Session) -> None:
+    text = "héllo, wörld ✓\nsecond line\n"
+    write(s, "docs/readme.txt", text)
+    body = ok(get(s, "workspace/file", path="docs/readme.txt"))
+    assert body == {
+        "path": "docs/readme.txt",
+        "size": len(text.encode()),
+        "media_type": "text/plain",
+        "binary": False,
+        "content": text,
+        "truncated": False,
+    }
+
+
+def test_an_empty_file_is_text(s: Session) -> None:
+    write(s, "empty.py", b"")
+    body = ok(get(s, "workspace/file", path="empty.py"))
+    assert body["content"] == "" and body["binary"] is False and body["size"] == 0
+    assert body["media_type"] == "text/x-python"
+
+
+def test_non_utf8_is_binary_without_content(s: Session) -> None:
+    data = PNG_MAGIC + bytes(range(256))
+    write(s, "pic.png", data)
+    body = ok(get(s, "workspace/file", path="pic.png"))
+    assert body == {
+        "path": "pic.png",
+        "size": len(data),
+        "media_type": "image/png",
+        "binary": True,
+        "truncated": False,
+    }
+    latin1 = ok(
+        get(s, "workspace/file", path=write(s, "old.txt", "caf\xe9".encode("latin-1")).name)
+    )
+    assert latin1["binary"] is True and "content" not in latin1
+
+
+def test_text_over_1_mib_is_cut_on_a_character(s: Session) -> None:
+    # The cut at 1 MiB falls inside "é" (2 bytes): the partial character is dropped, not garbled.
+    text = "a" * (MIB - 1) + "é" + "tail"
+    write(s, "big.txt", text)
+    body = ok(get(s, "workspace/file", path="big.txt"))
+    assert body["size"] == len(text.encode())
+    assert body["truncated"] is True and body["binary"] is False
+    assert body["content"] == "a" * (MIB - 1)
+
+
+def test_a_file_of_exactly_1_mib_is_whole(s: Session) -> None:
+    write(s, "full.txt", "b" * MIB)
+    body = ok(get(s, "workspace/file", path="full.txt"))
+    assert body["truncated"] is False and len(body["content"]) == MIB
+
+
+def test_media_returns_the_bytes(s: Session) -> None:
+    data = PNG_MAGIC + secrets.token_bytes(3000)
+    write(s, "img/pic.png", data)
+    for flag in ("1", "true"):
+        response = get(s, "workspace/file", path="img/pic.png", media=flag)
+        assert response.status_code == 200, response.text
+        assert response.content == data
+        assert response.headers["content-type"] == "image/png"
+        assert response.headers["content-security-policy"] == "sandbox"
+
+
+def test_media_serves_html_sandboxed(s: Session) -> None:
+    page = "<html><script>fetch('/sessions')</script></html>"
+    write(s, "page.html", page)
+    response = get(s, "workspace/file", path="page.html", media="1")
+    assert response.status_code == 200
+    assert response.text == page
+    assert response.headers["content-type"].startswith("text/html")
+    assert response.headers["content-security-policy"] == "sandbox"
+
+
+def test_media_of_an_unknown_type_is_octet_stream(s: Session) -> None:
+    data = secrets.token_bytes(100)
+    write(s, "blob.weirdext", data)
+    response = get(s, "workspace/file", path="blob.weirdext", media="1")
+    assert response.content == data
+    assert response.headers["content-type"] == "application/octet-stream"
+
+
+def test_a_link_inside_the_workspace_is_read(s: Session) -> None:
+    write(s, "real/target.txt", "inside\n")
+    os.symlink("real/target.txt", s.workspace / "alias.txt")
+    os.symlink("real", s.workspace / "aliasdir")
+    assert ok(get(s, "workspace/file", path="alias.txt"))["content"] == "inside\n"
+    assert ok(get(s, "workspace/file", path="aliasdir/target.txt"))["content"] == "inside\n"
+    assert get(s, "workspace/file", path="alias.txt", media="1").content == b"inside\n"
+
+
+def test_a_missing_file_is_404(s: Session) -> None:
+    write(s, "dir/present.txt", "x")
+    for path in ("absent.txt", "dir/absent.txt", "nodir/absent.txt"):
+        assert_error(get(s, "workspace/file", path=path), 404, "file_not_found")
+        assert_error(get(s, "workspace/file", path=path, media="1"), 404, "file_not_found")
+
+
+def test_a_directory_is_not_a_file(s: Session) -> None:
+    write(s, "dir/x.txt", "x")
+    for path in ("dir", "dir/", ".", "dir/.."):
+        assert_error(get(s, "workspace/file", path=path), 400, "invalid_workspace_path")
+        assert_error(get(s, "workspace/file", path=path, media="1"), 400, "invalid_workspace_path")
+
+
+def test_a_fifo_is_not_a_file(s: Session) -> None:
+    os.mkfifo(s.workspace / "pipe")  # opening it must neither block nor read
+    assert_error(get(s, "workspace/file", path="pipe"), 400, "invalid_workspace_path")
+    assert_error(get(s, "workspace/file", path="pipe", media="1"), 400, "invalid_workspace_path")
+
+
+def test_a_path_is_required(s: Session) -> None:
+    assert_error(get(s, "workspace/file", path=""), 400, "invalid_workspace_path")
+    assert get(s, "workspace/file").status_code == 400  # the query parameter itself is missing
+
+
+# ------------------------------------------------------------------------------------ escapes
+
+
+def escapes(s: Session, secret: Path, agent: Agent) -> list[str]:
+    """Paths that lead out of `s`'s workspace (links are created here)."""
+    neighbour = agent.session()
+    (neighbour.workspace / "theirs.txt").write_text("NEIGHBOUR\n")
+    os.symlink(secret / "secret.txt", s.workspace / "out.txt")
+    os.symlink(secret, s.workspace / "outdir")
+    os.symlink("../" + neighbour.id, s.workspace / "sibling")
+    write(s, "inner/ok.txt", "ok")
+    return [
+        "../x",
+        "..",
+        f"../{neighbour.id}/theirs.txt",
+        "inner/../../x",
+        "/etc/passwd",
+        str(secret / "secret.txt"),
+        str(s.workspace / "inner" / "ok.txt"),  # absolute, even when it points inside
+        "out.txt",
+        "outdir",
+        "outdir/secret.txt",
+        "sibling/theirs.txt",
+        "inner/ok.txt\x00",
+        "inner\x00/ok.txt",
+    ]
+
+
+def test_escapes_are_refused_by_file(s: Session, secret: Path, agent: Agent) -> None:
+    marker = (secret / "secret.txt").read_text()
+    for path in escapes(s, secret, agent):
+        for media in ("", "1"):
+            response = get(s, "workspace/file", path=path, media=media)
+            assert response.status_code == 400, (path, media, response.text[:200])
+            assert response.json()["code"] == "invalid_workspace_path", (path, response.text)
+            assert marker not in response.text and "NEIGHBOUR" not in response.text
+            assert "root:" not in response.text
+
+
+def test_escapes_are_refused_by_listing(s: Session, secret: Path, agent: Agent) -> None:
+    for path in escapes(s, secret, agent):
+        if path.startswith("inner/ok.txt") or path == str(s.workspace / "inner" / "ok.txt"):
+            continue  # files, not directories: covered by the file route
+        response = get(s, "workspace", path=path)
+        assert response.status_code == 400, (path, response.text[:200])
+        assert response.json()["code"] == "invalid_workspace_path", (path, response.text)
+        assert "entries" not in response.json(), (path, response.text)
+    assert_error(get(s, "workspace", path="inner\x00"), 400, "invalid_workspace_path")
+
+
+def test_the_workspace_itself_is_listed_through_dot(s: Session) -> None:
+    write(s, "f.txt", "f")
+    assert [e["name"] for e in ok(get(s, "workspace", path="."))["entries"]] == ["f.txt"]
+
+
+# ------------------------------------------------------------------------- sessions, projects
+
+
+def test_unknown_session_is_404(agent: Agent) -> None:
+    for route, params in (
+        ("workspace", {}),
+        ("workspace/files", {}),
+        ("workspace/file", {"path": "a.txt"}),
+        ("workspace/file", {"path": "a.txt", "media": "1"}),
+    ):
+        response = agent.client.get(f"/sessions/nope/{route}", params=params)
+        assert_error(response, 404, "not_found")
+
+
+def test_a_project_session_browses_the_project(agent: Agent, tmp_path: Path) -> None:
+    project_dir = tmp_path / "proj"
+    (project_dir / "src").mkdir(parents=True)
+    (project_dir / "src" / "app.py").write_text("print('project')\n")
+    created = agent.client.post("/projects", json={"path": str(project_dir)})
+    assert created.status_code == 201, created.text
+    s = agent.session(project_id=created.json()["id"])
+    assert not s.workspace.exists()  # no managed workspace for a project session
+    assert ok(get(s, "workspace"))["root"] == str(project_dir)
+    assert ok(get(s, "workspace/files"))["files"] == ["src/app.py"]
+    assert ok(get(s, "workspace/file", path="src/app.py"))["content"] == "print('project')\n"
+    (tmp_path / "beside.txt").write_text("BESIDE\n")
+    escaped = get(s, "workspace/file", path="../beside.txt")
+    assert_error(escaped, 400, "invalid_workspace_path")
+    assert "BESIDE" not in escaped.text
+
+
+def test_fork_copies_the_workspace(agent: Agent, s: Session, secret: Path) -> None:
+    write(s, "notes/todo.md", "- fork me\n")
+    os.symlink(secret / "secret.txt", s.workspace / "out.txt")
+    response = s.client.post(f"/sessions/{s.id}/fork", json={})
+    assert response.status_code == 200, response.text
+    fork = Session(agent, response.json())
+    assert ok(get(fork, "workspace/files"))["files"] == ["notes/todo.md"]
+    assert ok(get(fork, "workspace/file", path="notes/todo.md"))["content"] == "- fork me\n"
+    # The copy is independent of the source, and a copied link still cannot lead out.
+    write(s, "notes/todo.md", "changed\n")
+    assert ok(get(fork, "workspace/file", path="notes/todo.md"))["content"] == "- fork me\n"
+    assert_error(get(fork, "workspace/file", path="out.txt"), 400, "invalid_workspace_path")
+
+
+def test_deleting_the_session_removes_its_workspace(agent: Agent, s: Session) -> None:
+    write(s, "keep/me.txt", "bye")
+    other = agent.session()
+    write(other, "mine.txt", "stay")
+    assert s.workspace.is_dir()
+    assert s.client.delete(f"/sessions/{s.id}").status_code == 204
+    wait_until(lambda: not s.workspace.exists(), "the workspace to be removed", 5)
+    assert_error(get(s, "workspace"), 404, "not_found")
+    assert ok(get(other, "workspace/file", path="mine.txt"))["content"] == "stay"
