@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 import secrets
 import sys
 from pathlib import Path
@@ -186,6 +187,84 @@ def check(
         raise typer.Exit(1)
 
 
+def _progress(label: str) -> Any:
+    """A progress bar on stderr; returns (bar, callback(done, total))."""
+    bar = typer.progressbar(length=1, label=label, file=sys.stderr, show_pos=False)
+
+    def update(done: int, total: int) -> None:
+        bar.length = max(total, 1)
+        bar.update(done - bar.pos)
+
+    return bar, update
+
+
+def _mb_per_s(size: int, seconds: float) -> str:
+    return f"{size / 1e6:.1f} MB in {seconds:.1f} s ({size / 1e6 / max(seconds, 1e-9):.0f} MB/s)"
+
+
+@cli.command()
+def backup(
+    dest: Annotated[
+        Path, typer.Argument(help="Archive file to write, or a directory for a dated one.")
+    ],
+    data_dir: DataDirOpt = None,
+) -> None:
+    """Back up the data directory and ~/.foya into one archive, while the kernel runs."""
+    from app.backup import backup as run_backup
+
+    settings = build_settings(data_dir=data_dir)
+    bar, update = _progress("backing up")
+    try:
+        with bar:
+            report = run_backup(
+                settings.data_dir, dest, home=Path.home() / ".foya", progress=update
+            )
+    except FoyaError as exc:
+        fail(exc.message)
+    except OSError as exc:
+        fail(f"backup failed: {exc}")
+    typer.echo(f"wrote {report.archive}: {report.members} members, head seq {report.head_seq}")
+    typer.echo(_mb_per_s(report.bytes, report.seconds), err=True)
+
+
+@cli.command()
+def restore(
+    src: Annotated[Path, typer.Argument(help="A backup archive written by `foya backup`.")],
+    data_dir: DataDirOpt = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Verify everything, change nothing.")
+    ] = False,
+    replace: Annotated[
+        bool,
+        typer.Option("--replace", help="Move an existing data directory aside (it is kept)."),
+    ] = False,
+) -> None:
+    """Verify a backup and restore it into the data directory (stop the kernel first)."""
+    from app.backup import restore as run_restore
+
+    settings = build_settings(data_dir=data_dir)
+    bar, update = _progress("verifying" if dry_run else "restoring")
+    try:
+        with bar:
+            report = run_restore(
+                src,
+                settings.data_dir,
+                home=Path.home() / ".foya",
+                dry_run=dry_run,
+                replace=replace,
+                progress=update,
+            )
+    except FoyaError as exc:
+        fail(exc.message)
+    except OSError as exc:
+        fail(f"restore failed: {exc}")
+    verb = "verified" if dry_run else f"restored into {report.target}"
+    typer.echo(f"{verb}: {report.members} members, head seq {report.head_seq}")
+    for note in report.notes:
+        typer.echo(note)
+    typer.echo(_mb_per_s(report.bytes, report.seconds), err=True)
+
+
 @cli.command("exec")
 def exec_(
     prompt: Annotated[str, typer.Argument(help="The message to send.", show_default=False)],
@@ -219,8 +298,6 @@ def exec_(
     ] = None,
 ) -> None:
     """Run one turn on a kernel and stream its reply; exit 0 completed, 1 failed, 130 cancelled."""
-    import os
-
     from app.client import ExecOptions, Target, run_exec
 
     if not prompt.strip():
@@ -238,15 +315,74 @@ def exec_(
             socket=build_settings(data_dir=data_dir, socket_path=socket).resolved_socket_path
         )
     else:
-        secret = os.environ.get("FOYA_TOKEN") or None
-        if token_file is not None:
-            try:
-                secret = token_file.read_text(encoding="utf-8").strip() or None
-            except (OSError, UnicodeDecodeError) as exc:
-                fail(f"--token-file: cannot read {token_file} ({type(exc).__name__})")
-        target = Target(url=url.rstrip("/"), token=secret, cacert=cacert)
+        target = Target(url=url.rstrip("/"), token=_token(token_file), cacert=cacert)
     opts = ExecOptions(prompt, session, approve_all, show_reasoning, model, project_id)
     raise typer.Exit(run_exec(target, opts, sys.stdout, sys.stderr, sys.stdin))
+
+
+def _token(token_file: Path | None) -> str | None:
+    """The bearer token from --token-file, else FOYA_TOKEN (never from a flag: ps shows flags)."""
+    if token_file is None:
+        return os.environ.get("FOYA_TOKEN") or None
+    try:
+        return token_file.read_text(encoding="utf-8").strip() or None
+    except (OSError, UnicodeDecodeError) as exc:
+        fail(f"--token-file: cannot read {token_file} ({type(exc).__name__})")
+
+
+@cli.command()
+def tunnel(
+    destination: Annotated[
+        str, typer.Argument(help="ssh destination: user@host or a Host alias.", show_default=False)
+    ],
+    remote_port: Annotated[
+        int, typer.Option("--remote-port", min=1, max=65535, help="The kernel's port there.")
+    ] = 8787,
+    local_port: Annotated[
+        int, typer.Option("--local-port", min=0, max=65535, help="0: a free one.")
+    ] = 0,
+    token_file: Annotated[
+        Path | None, typer.Option("--token-file", help="Bearer token file [FOYA_TOKEN].")
+    ] = None,
+    remote_foya: Annotated[str, typer.Option("--remote-foya", help="foya on the remote.")] = "foya",
+    remote_data_dir: Annotated[
+        str | None, typer.Option("--remote-data-dir", help="--data-dir for a kernel started there.")
+    ] = None,
+    remote_token_hash_file: Annotated[
+        str, typer.Option("--remote-token-hash-file", help="Its --auth-token-hash-file.")
+    ] = "~/.config/foya/auth-token.sha256",  # noqa: S107 (a path)
+    remote_log_file: Annotated[
+        str | None, typer.Option("--remote-log-file", help="Where a started kernel logs.")
+    ] = None,
+    ssh: Annotated[str, typer.Option("--ssh", help="The ssh client.")] = "ssh",
+    ssh_option: Annotated[
+        list[str] | None,
+        typer.Option("--ssh-option", "-o", help="ssh -o option, e.g. -o Port=2222 (repeatable)."),
+    ] = None,
+    ready_timeout: Annotated[float, typer.Option("--ready-timeout", min=1.0)] = 30.0,
+) -> None:
+    """Forward a local port to a kernel on another machine over ssh, starting it there if it is
+    not running; reconnects when the tunnel drops. Prints `ready: URL` each time it is up."""
+    from app.tunnel import TunnelConfig
+    from app.tunnel import run as run_tunnel
+
+    secret = _token(token_file)
+    if secret is None:
+        fail("give the bearer token with --token-file or FOYA_TOKEN")
+    config = TunnelConfig(
+        destination=destination,
+        token=secret,
+        remote_port=remote_port,
+        local_port=local_port,
+        remote_foya=remote_foya,
+        remote_data_dir=remote_data_dir,
+        remote_token_hash_file=remote_token_hash_file,
+        remote_log_file=remote_log_file,
+        ssh=ssh,
+        ssh_options=tuple(a for o in ssh_option or () for a in ("-o", o)),
+        ready_timeout=ready_timeout,
+    )
+    raise typer.Exit(run_tunnel(config, on_ready=lambda url: typer.echo(f"ready: {url}")))
 
 
 def main() -> None:

@@ -6,7 +6,12 @@ own series to the same registry.
 
 from __future__ import annotations
 
+import json
+import math
 import platform
+import time
+from collections.abc import Iterator
+from pathlib import Path
 
 from prometheus_client import (
     CollectorRegistry,
@@ -18,11 +23,40 @@ from prometheus_client import (
     ProcessCollector,
     generate_latest,
 )
+from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.registry import Collector
 
 from app import __version__
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
+#: Written to the data dir by `foya backup` on success; read at every scrape.
+BACKUP_STATUS_FILE = "backup-status.json"
+
+
+class _BackupAge(Collector):
+    """The last successful backup's time and age, from the status file `foya backup` writes
+    (another process: the file is the only channel). Never backed up: age +Inf."""
+
+    def __init__(self, status: Path) -> None:
+        self.status = status
+
+    def collect(self) -> Iterator[Metric]:
+        try:
+            last = float(json.loads(self.status.read_bytes())["last_success_unix"])
+        except (OSError, ValueError, KeyError, TypeError):
+            last = None
+        stamp = GaugeMetricFamily(
+            "foya_backup_last_success_timestamp_seconds",
+            "Unix time of the last successful foya backup (0: never).",
+            value=last or 0.0,
+        )
+        age = GaugeMetricFamily(
+            "foya_backup_age_seconds",
+            "Seconds since the last successful foya backup (+Inf: never).",
+            value=time.time() - last if last else math.inf,
+        )
+        yield from (stamp, age)
 
 
 class Metrics:
@@ -57,6 +91,10 @@ class Metrics:
         self.in_flight = Gauge(
             "foya_http_requests_in_flight", "HTTP requests being served.", registry=self.registry
         )
+
+    def watch_backups(self, data_dir: Path) -> None:
+        """Export the age of the last successful backup of `data_dir`."""
+        self.registry.register(_BackupAge(data_dir / BACKUP_STATUS_FILE))
 
     def render(self) -> bytes:
         """The registry in Prometheus text format."""

@@ -65,6 +65,7 @@ class Kernel:
     def __init__(self, settings: Settings, metrics: Metrics) -> None:
         self.settings = settings
         self.metrics = metrics
+        metrics.watch_backups(settings.data_dir)
         self.store = Store(settings.data_dir)
         self.broker = Broker(metrics)
         self.projects = Projects(settings.data_dir)

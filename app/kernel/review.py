@@ -105,7 +105,7 @@ class Reviews:
         return {"status": "resolved"}
 
     async def _pending(self, session: str) -> tuple[list[filestate.FilePlan], int]:
-        spans = await self.store.file_spans(session, pending_only=True)
+        spans = await self.sessions.file_spans(session, pending_only=True)
         plans = await asyncio.to_thread(filestate.plan, spans, show="change")
         return plans, max((s.last_seq for s in spans), default=0)
 

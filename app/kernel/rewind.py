@@ -123,5 +123,5 @@ class Rewinds:
             raise QueueNotEmpty("the session has queued input; clear the queue before rewinding")
 
     async def _plans(self, session: str, seq: int) -> list[filestate.FilePlan]:
-        spans = await self.store.file_spans(session, from_seq=seq)
+        spans = await self.sessions.file_spans(session, from_seq=seq)
         return await asyncio.to_thread(filestate.plan, spans, show="restore")

@@ -7,6 +7,7 @@ the session's lock so subscribers see a session's events in seq order (SSE repla
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import shutil
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -21,6 +22,7 @@ from app.kernel.connections import Connections
 from app.kernel.ids import iso_now, new_id, now_ns
 from app.kernel.projects import Projects
 from app.store import Store
+from app.store.filechanges import FileSpan
 
 EFFORTS = ("", "low", "medium", "high")
 APPROVAL_MODES = ("manual", "auto", "full_access")
@@ -144,6 +146,23 @@ class Sessions:
         if row.get("project_id") and self.projects.exists(row["project_id"]):
             return Path(str(self.projects.get(row["project_id"])["path"]))
         return self.workspaces / str(row["id"])
+
+    def local_path(self, session: str, path: str) -> str:
+        """A recorded file path as it is here. Paths inside a managed workspace were recorded
+        absolute; after a restore into (or a move to) another data dir they name the old one,
+        so they are rebased onto this data dir's workspace of the session."""
+        marker = f"/workspaces/{session}/"
+        at = path.find(marker)
+        if at < 0 or path.startswith(f"{self.workspaces}/"):
+            return path
+        return str(self.workspaces / session / path[at + len(marker) :])
+
+    async def file_spans(
+        self, session: str, *, from_seq: int = 0, pending_only: bool = False
+    ) -> list[FileSpan]:
+        """The store's file spans of `session` (see `Store.file_spans`), with local paths."""
+        spans = await self.store.file_spans(session, from_seq=from_seq, pending_only=pending_only)
+        return [dataclasses.replace(s, path=self.local_path(session, s.path)) for s in spans]
 
     # -- writes --------------------------------------------------------------------------------
 

@@ -1,0 +1,380 @@
+"""`foya tunnel`: reach a kernel on another machine through `ssh -L` (reference §5, SSH mode).
+
+Each (re)connection runs one `ssh <dest> sh -c <script>` that starts the remote kernel on the
+remote's loopback (`foya serve --listen 127.0.0.1:<port> --allow-plaintext`) unless something
+already listens there, then opens `ssh -N -L 127.0.0.1:<local>:127.0.0.1:<port>` and polls
+`GET /readyz` with the token through it. A 200 whose body says `ready` (not merely any 200: Caddy
+answers an empty 200 to unknown hosts, DESIGN §7) is reported once per connection through
+`on_ready`. When ssh exits, or the kernel stops answering, the tunnel reconnects with a capped
+exponential backoff; the remote kernel is detached (nohup, setsid, stdin from /dev/null, output to
+a log file) and outlives both ssh and this process.
+
+Known limits:
+- "Running" means "something listens on 127.0.0.1:<port>" (read from /proc/net/tcp, Linux). A
+  running kernel is never restarted: a new foya binary or a new token digest on the remote takes
+  effect only once that kernel has stopped; we track neither.
+- The token only travels in the `Authorization` header of the probes: never in a process's
+  arguments, never in a message. ssh itself never sees it.
+- ssh runs with BatchMode=yes (a key or an agent; no password prompt) and without connection
+  sharing (ControlPath=none). It runs in its own session, so a terminal's Ctrl-C reaches only us,
+  and we always terminate it; a SIGKILL of this process leaves its current ssh child behind.
+
+Exit codes: 0 stopped (`stop`, SIGINT, SIGTERM); 1 ssh failed or the kernel never became ready;
+2 bad configuration (no ssh, local port taken, token rejected, remote foya or digest missing).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import IO, TextIO
+
+import httpx
+
+OK, FAILED, CONFIG = 0, 1, 2
+BACKOFF_FIRST, BACKOFF_MAX = 0.5, 10.0
+AUTH_FAILURES_MAX = 3  # consecutive ssh refusals after a drop before giving up
+PROBE_TIMEOUT = httpx.Timeout(5.0)
+# ssh options we rely on come before the user's (for each option ssh keeps the first value):
+# never prompt, and no shared master connection, so that ending our ssh ends the tunnel...
+FIXED_OPTIONS = ("-o", "BatchMode=yes", "-o", "ControlPath=none")
+# ...and the defaults of reference §5 after them, so the user's options can override these.
+DEFAULT_OPTIONS = (
+    "-o", "ConnectTimeout=10", "-o", "StrictHostKeyChecking=accept-new",
+    "-o", "ServerAliveInterval=15", "-o", "ServerAliveCountMax=3",
+)  # fmt: skip
+_AUTH_REFUSALS = ("Permission denied", "Host key verification failed", "IDENTIFICATION HAS CHANGED")
+# A LISTEN (0A) socket that accepts 127.0.0.1:<p>: loopback or wildcard, IPv4 or IPv6 (v4-mapped).
+_LISTEN_AWK = (
+    'NR > 1 && $4 == "0A" { n = split($2, a, ":"); if (a[n] == p && (a[1] == "0100007F"'
+    ' || a[1] == "7F000001" || a[1] ~ /^0+$/ || a[1] == "0000000000000000FFFF00000100007F"))'
+    " f = 1 } END { exit !f }"
+)
+
+
+@dataclass(frozen=True)
+class TunnelConfig:
+    """Where the kernel runs and how to reach it. Remote paths may start with `~/`."""
+
+    destination: str  # user@host, or a Host alias: anything ssh accepts
+    token: str  # the raw bearer token; only its SHA-256 lives on the remote
+    remote_port: int = 8787
+    local_port: int = 0  # 0: a free port, kept across reconnections
+    remote_foya: str = "foya"  # resolved by the remote's non-interactive PATH unless a path
+    remote_data_dir: str | None = None  # --data-dir; None: the remote foya's default
+    remote_token_hash_file: str = "~/.config/foya/auth-token.sha256"  # noqa: S105 (a path)
+    remote_log_file: str | None = None  # default <data-dir>/kernel.log or ~/.local/share/foya/…
+    ssh: str = "ssh"
+    ssh_options: tuple[str, ...] = ()  # e.g. ("-p", "2222", "-i", key, "-o", "User=me")
+    ready_timeout: float = 30.0
+    health_interval: float = 15.0  # how often a live tunnel re-checks /readyz
+
+
+class TunnelError(Exception):
+    """A failure that ends the tunnel: a one-line message and an exit code."""
+
+    def __init__(self, message: str, exit_code: int = FAILED) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+class _Dropped(Exception):
+    """The connection is gone (ssh exited, or the kernel stopped answering); retry may help."""
+
+    def __init__(self, reason: str, refused: bool = False) -> None:
+        super().__init__(reason)
+        self.refused = refused  # ssh authentication or host key refused
+
+
+def _sh_path(path: str) -> str:
+    """`path` quoted for the remote sh, with a leading `~/` expanded there."""
+    if path == "~" or path.startswith("~/"):
+        return '"$HOME"' + (f"/{shlex.quote(path[2:])}" if path[2:] else "")
+    return shlex.quote(path)
+
+
+def start_script(config: TunnelConfig) -> str:
+    """The remote sh script: start the kernel detached unless 127.0.0.1:<port> is taken."""
+    foya, digest = _sh_path(config.remote_foya), _sh_path(config.remote_token_hash_file)
+    data = ["--data-dir", _sh_path(config.remote_data_dir)] if config.remote_data_dir else []
+    log_path = config.remote_log_file or (
+        f"{config.remote_data_dir.rstrip('/')}/kernel.log"
+        if config.remote_data_dir
+        else "~/.local/share/foya/run/kernel.log"
+    )
+    log = _sh_path(log_path)
+    listen = f"127.0.0.1:{config.remote_port}"
+    serve = " ".join([foya, "serve", "--listen", listen, *data, "--auth-token-hash-file", digest])
+    return f"""listening() {{
+  for f in /proc/net/tcp /proc/net/tcp6; do
+    [ -r "$f" ] && awk -v p={config.remote_port:04X} {shlex.quote(_LISTEN_AWK)} "$f" && return 0
+  done
+  return 1
+}}
+listening && {{ echo "kernel already running on {listen}"; exit 0; }}
+command -v {foya} >/dev/null 2>&1 || {{ echo "cannot run "{foya}" on the remote" >&2; exit 3; }}
+[ -r {digest} ] || {{ echo "cannot read the token digest "{digest}" on the remote" >&2; exit 3; }}
+mkdir -p "$(dirname {log})" || exit 3
+s=; command -v setsid >/dev/null 2>&1 && s=setsid
+nohup $s {serve} --allow-plaintext </dev/null >>{log} 2>&1 &
+pid=$!
+i=0
+while [ $i -lt 100 ]; do
+  listening && {{ echo "started the kernel on {listen} (pid $pid, log "{log}")"; exit 0; }}
+  if ! kill -0 $pid 2>/dev/null; then
+    listening && exit 0
+    echo "foya serve exited at once: $(tail -n 1 {log})" >&2; exit 4
+  fi
+  sleep 0.1; i=$((i + 1))
+done
+echo "started the kernel on {listen} (pid $pid); still starting"
+"""
+
+
+class Tunnel:
+    """One supervised tunnel. `run()` blocks until `stop` is set, a signal, or a fatal error."""
+
+    def __init__(
+        self,
+        config: TunnelConfig,
+        *,
+        on_ready: Callable[[str], None],
+        stop: threading.Event | None = None,
+        stderr: TextIO | None = None,
+    ) -> None:
+        self.config, self.on_ready = config, on_ready
+        self.stop = stop if stop is not None else threading.Event()
+        self.stderr = stderr if stderr is not None else sys.stderr
+        self.local_port = config.local_port
+        self._proc: subprocess.Popen[bytes] | None = None  # the current `ssh -N`
+        self._errors: IO[bytes] | None = None  # its stderr
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.local_port}"
+
+    @property
+    def ssh_pid(self) -> int | None:
+        """PID of the current `ssh -N` process, if one runs."""
+        proc = self._proc
+        return proc.pid if proc is not None and proc.poll() is None else None
+
+    def say(self, message: str) -> None:
+        print(f"foya tunnel: {message}", file=self.stderr, flush=True)
+
+    def run(self) -> int:
+        """Connect, report readiness, reconnect on drops; the exit code (see module docstring)."""
+        try:
+            with _stop_on_signals(self.stop):
+                self._check()
+                self._supervise()
+        except TunnelError as exc:
+            self.say(str(exc))
+            return exc.exit_code
+        self.say("stopped")
+        return OK
+
+    def _check(self) -> None:
+        c = self.config
+        if shutil.which(c.ssh) is None:
+            raise TunnelError(f"{c.ssh}: command not found", CONFIG)
+        if not c.destination or c.destination.startswith("-"):
+            raise TunnelError(f"bad ssh destination {c.destination!r}", CONFIG)
+        if len(c.token) < 32 or not c.token.isprintable() or c.token.strip() != c.token:
+            raise TunnelError("the token must be at least 32 printable characters", CONFIG)
+        if not 0 < c.remote_port < 65536 or not 0 <= c.local_port < 65536:
+            raise TunnelError("ports must be between 1 and 65535", CONFIG)
+        with socket.socket() as s:  # ssh binds with SO_REUSEADDR too
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind(("127.0.0.1", c.local_port))
+            except OSError as exc:
+                raise TunnelError(f"local port {c.local_port}: {exc.strerror}", CONFIG) from None
+            self.local_port = s.getsockname()[1]
+
+    def _supervise(self) -> None:
+        delay, refusals, ever_ready = BACKOFF_FIRST, 0, False
+        headers = {"Authorization": f"Bearer {self.config.token}"}
+        with httpx.Client(base_url=self.url, headers=headers, timeout=PROBE_TIMEOUT) as client:
+            while not self.stop.is_set():
+                try:
+                    self._ensure_kernel()
+                    with _spawn(self._tunnel_argv(), stdout=subprocess.DEVNULL) as (proc, errors):
+                        self._proc, self._errors = proc, errors
+                        if not self._await_ready(client, first=not ever_ready):
+                            return
+                        ever_ready, delay, refusals = True, BACKOFF_FIRST, 0
+                        self.on_ready(self.url)
+                        self._watch(client)
+                except _Dropped as exc:
+                    if self.stop.is_set():
+                        return
+                    if not ever_ready:
+                        raise TunnelError(str(exc)) from None
+                    refusals = refusals + 1 if exc.refused else 0
+                    if refusals >= AUTH_FAILURES_MAX:
+                        raise TunnelError(f"{exc} ({refusals} times in a row)") from None
+                    self.say(f"{exc}; reconnecting in {delay:g} s")
+                if self.stop.wait(delay):
+                    return
+                delay = min(delay * 2, BACKOFF_MAX)
+
+    def _ssh(self, *args: str) -> list[str]:
+        c = self.config
+        return [c.ssh, *FIXED_OPTIONS, *c.ssh_options, *DEFAULT_OPTIONS, *args]
+
+    def _ensure_kernel(self) -> None:
+        command = f"sh -c {shlex.quote(start_script(self.config))}"
+        argv = self._ssh("-T", "-o", "ClearAllForwardings=yes", "--", self.config.destination)
+        with _spawn([*argv, command], stdout=subprocess.PIPE) as (proc, errors):
+            code = self._wait(proc, timeout=self.config.ready_timeout + 20)
+            out = proc.stdout.read().decode(errors="replace") if proc.stdout else ""
+            err = _last_line(errors)
+        if code is None:
+            raise _Dropped(f"ssh {self.config.destination}: no answer to the start command")
+        if code == 255:
+            raise _Dropped(f"ssh {self.config.destination}: {err}", _refused(err))
+        if code != 0:
+            raise TunnelError(f"{self.config.destination}: {err}", CONFIG)
+        if out.strip():
+            self.say(out.strip().splitlines()[-1])
+
+    def _tunnel_argv(self) -> list[str]:
+        forward = f"127.0.0.1:{self.local_port}:127.0.0.1:{self.config.remote_port}"
+        argv = self._ssh("-N", "-o", "ExitOnForwardFailure=yes", "-L", forward, "--")
+        return [*argv, self.config.destination]
+
+    def _await_ready(self, client: httpx.Client, *, first: bool) -> bool:
+        """Poll /readyz until 200 (True) or `stop` (False); raise when ssh or the kernel fail."""
+        deadline, last = time.monotonic() + self.config.ready_timeout, "no answer"
+        while not self.stop.is_set():
+            self._check_ssh()
+            answer = self._probe(client)
+            if answer == "ready":
+                return True
+            last = answer or "no answer"
+            if time.monotonic() > deadline:
+                msg = f"{self.config.destination}: /readyz not ready within "
+                msg += f"{self.config.ready_timeout:g} s (last: {last}"
+                msg += f"; ssh: {_last_line(self._errors)})" if self._errors else ")"
+                if first:
+                    raise TunnelError(msg + "; see the kernel log on the remote")
+                raise _Dropped(msg)
+            self.stop.wait(0.1)
+        return False
+
+    def _watch(self, client: httpx.Client) -> None:
+        """Return on `stop`; raise `_Dropped` when ssh exits or the kernel stops answering."""
+        next_probe = time.monotonic() + self.config.health_interval
+        while not self.stop.wait(0.1):
+            self._check_ssh()
+            if time.monotonic() >= next_probe:
+                if self._probe(client) is None:
+                    raise _Dropped("the kernel stopped answering")
+                next_probe = time.monotonic() + self.config.health_interval
+
+    def _probe(self, client: httpx.Client) -> str | None:
+        """`ready`, or what /readyz answered instead; None without an HTTP answer."""
+        try:
+            response = client.get("/readyz")
+        except httpx.TransportError:
+            return None
+        if response.status_code == 401:
+            raise TunnelError(
+                f"the kernel on {self.config.destination} rejected the token (401)", CONFIG
+            )
+        with contextlib.suppress(ValueError, AttributeError):
+            if response.status_code == 200 and response.json().get("status") == "ready":
+                return "ready"
+        return f"HTTP {response.status_code}"  # 503 not ready yet, or another server there
+
+    def _check_ssh(self) -> None:
+        proc, errors = self._proc, self._errors
+        if proc is None or errors is None or proc.poll() is None:
+            return
+        err = _last_line(errors)
+        if "Address already in use" in err or "local forwarding" in err:
+            raise TunnelError(f"local port {self.local_port}: {err}", CONFIG)
+        code = proc.returncode
+        how = f"killed by signal {-code}" if code < 0 else f"exit {code}"
+        raise _Dropped(f"tunnel closed (ssh {how}: {err})", _refused(err))
+
+    def _wait(self, proc: subprocess.Popen[bytes], timeout: float) -> int | None:
+        end = time.monotonic() + timeout
+        while proc.poll() is None:
+            if time.monotonic() > end or self.stop.wait(0.05):
+                _terminate(proc)
+                return None
+        return proc.returncode
+
+
+def run(
+    config: TunnelConfig,
+    *,
+    on_ready: Callable[[str], None],
+    stop: threading.Event | None = None,
+    stderr: TextIO | None = None,
+) -> int:
+    """Run a tunnel until stopped; messages go to `stderr` as `foya tunnel: …` lines."""
+    return Tunnel(config, on_ready=on_ready, stop=stop, stderr=stderr).run()
+
+
+@contextlib.contextmanager
+def _spawn(argv: list[str], *, stdout: int) -> Iterator[tuple[subprocess.Popen[bytes], IO[bytes]]]:
+    with tempfile.TemporaryFile() as errors:
+        proc = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=stdout, stderr=errors, start_new_session=True
+        )
+        try:
+            yield proc, errors
+        finally:
+            _terminate(proc)
+            if proc.stdout:
+                proc.stdout.close()
+
+
+def _terminate(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=3)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _last_line(stream: IO[bytes]) -> str:
+    stream.seek(0)
+    lines = [line.strip() for line in stream.read().decode(errors="replace").splitlines()]
+    useful = [line for line in lines if line and not line.startswith("Warning: Permanently")]
+    return useful[-1] if useful else "no message"
+
+
+def _refused(message: str) -> bool:
+    return any(marker in message for marker in _AUTH_REFUSALS)
+
+
+@contextlib.contextmanager
+def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
+    """SIGINT/SIGTERM set `stop` while we run (signal handlers exist only in the main thread)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    for sig in previous:
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
