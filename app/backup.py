@@ -348,8 +348,6 @@ def _write_verified(
         while chunk := source.read(CHUNK):
             digest.update(chunk)
             out.write(chunk)
-        out.flush()
-        os.fsync(out.fileno())
         os.fchmod(out.fileno(), mode)
     if digest.hexdigest() != want.get("sha256"):
         raise RestoreRefused(f"{member.name} does not match its SHA-256 in the manifest")
@@ -478,6 +476,9 @@ def restore(
         if dry_run:
             notes += [f"a restore would be refused: {r}" for r in refusals]
         else:
+            # One flush of everything written instead of an fsync per file (half the time of a
+            # restore went there), before anything is renamed into place.
+            os.sync()
             try:
                 for move in moves:
                     move.apply()
