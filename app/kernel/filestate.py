@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 import merge3
 
-from app.errors import Conflict
+from app.errors import BadRequest, Conflict
 from app.events import Event
 from app.failpoints import failpoint
 from app.files import restore_file
@@ -167,17 +167,33 @@ def state_token(plans: Iterable[FilePlan]) -> str:
     return h.hexdigest()
 
 
+def forced_keys(plans: list[FilePlan], keys: list[str] | None) -> set[str]:
+    """`force_file_keys`, each of which must name a planned file."""
+    forced = set(keys or ())
+    unknown = forced - {p.key for p in plans}
+    if unknown:
+        raise BadRequest(f"force_file_keys: unknown key(s) {', '.join(sorted(unknown))}")
+    return forced
+
+
+def action(p: FilePlan, forced: set[str]) -> str:
+    """What a restore does to a planned file: `restored`, `merged`, and for a file modified
+    since the agent, `force_restored` when its key is forced, else `kept` (left alone)."""
+    if p.status == "modified":
+        return "force_restored" if p.key in forced else "kept"
+    return "merged" if p.status == "mergeable" else "restored"
+
+
 def journal_files(plans: Iterable[FilePlan], forced: set[str]) -> list[JournalFile]:
-    """The files a restore writes, with the action each records: ready files are restored,
-    mergeable ones merged, modified ones only when forced."""
+    """The files a restore writes (all but the kept ones), with their images."""
     out = []
     for p in plans:
-        if p.status == "modified" and p.key not in forced:
+        done = action(p, forced)
+        if done == "kept":
             continue
-        if p.status == "modified" and p.current.exists and p.current.content is None:
+        if p.current.exists and p.current.content is None:
             raise FileStateChanged(f"{p.path} is no longer a regular file; it cannot be restored")
-        action = {"ready": "restored", "mergeable": "merged", "modified": "force_restored"}
-        out.append(JournalFile(p.path, p.current, p.result, action[p.status]))
+        out.append(JournalFile(p.path, p.current, p.result, done))
     return out
 
 
@@ -228,14 +244,7 @@ def roll_back(files: Iterable[JournalFile]) -> list[str]:
 
 def outcome(plans: Iterable[FilePlan], forced: set[str]) -> list[dict[str, str]]:
     """Per file, what the restore did: `{path, action}` for the event payload."""
-    action = {"ready": "restored", "mergeable": "merged"}
-    return [
-        {
-            "path": p.path,
-            "action": action.get(p.status, "force_restored" if p.key in forced else "kept"),
-        }
-        for p in plans
-    ]
+    return [{"path": p.path, "action": action(p, forced)} for p in plans]
 
 
 async def restore(

@@ -16,7 +16,6 @@ from app import events as k
 from app.errors import BadRequest, Conflict
 from app.events import EventDraft
 from app.kernel import filestate
-from app.kernel.rewind import forced_keys
 from app.kernel.runner import Turns
 from app.kernel.sessions import Sessions
 from app.store import Store
@@ -83,7 +82,7 @@ class Reviews:
             return {"status": "resolved"}
         async with self.turns.exclusive(session):
             plans, through = await self._check(session, expected_through_seq, expected_file_state)
-            forced = forced_keys(plans, force_file_keys)
+            forced = filestate.forced_keys(plans, force_file_keys)
             draft = EventDraft(
                 session,
                 k.FILE_REVIEW_RESOLVED,

@@ -29,15 +29,6 @@ class QueueNotEmpty(Conflict):
     code = "queue_not_empty"
 
 
-def forced_keys(plans: list[filestate.FilePlan], keys: list[str] | None) -> set[str]:
-    """`force_file_keys`, each of which must name a planned file."""
-    forced = set(keys or ())
-    unknown = forced - {p.key for p in plans}
-    if unknown:
-        raise BadRequest(f"force_file_keys: unknown key(s) {', '.join(sorted(unknown))}")
-    return forced
-
-
 class Rewinds:
     """`POST /sessions/{id}/turns/{message_seq}/rewind`."""
 
@@ -81,7 +72,7 @@ class Rewinds:
             plans = await self._plans(session, message_seq)
             if filestate.state_token(plans) != expected_file_state:
                 raise filestate.FileStateChanged("files changed since the preview; preview again")
-            forced = forced_keys(plans, force_file_keys)
+            forced = filestate.forced_keys(plans, force_file_keys)
             outcome = filestate.outcome(plans, forced)
             await filestate.restore(
                 self.store,
