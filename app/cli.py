@@ -240,7 +240,7 @@ def restore(
     ] = False,
 ) -> None:
     """Verify a backup and restore it into the data directory (stop the kernel first)."""
-    from app.backup import restore as run_restore
+    from app.restore import restore as run_restore
 
     settings = build_settings(data_dir=data_dir)
     bar, update = _progress("verifying" if dry_run else "restoring")

@@ -21,8 +21,8 @@ a backup window, then a window of the same length without, twice):
 - backup: `app.backup.backup(data, archive)` in process (SQLite backup API for the database,
   SHA-256 of every member, fsync of the archive) against `tar cf archive -C data .` (GNU tar)
   plus an fsync of the archive.
-- restore: `app.backup.restore(archive, fresh)` in process (every hash checked, one fsync per
-  file, `PRAGMA quick_check`, rename into place) against `tar xf archive -C fresh` plus
+- restore: `app.restore.restore(archive, fresh)` in process (every hash checked,
+  `PRAGMA quick_check`, one sync, rename into place) against `tar xf archive -C fresh` plus
   `sync -f fresh`.
 - writer latency: `PATCH /sessions/{id}` (each a stored `session_updated`, committed with fsync)
   in a loop over a Unix socket to a real `foya serve` on the data dir, while
@@ -61,8 +61,9 @@ from typing import Any
 
 import httpx
 
-from app.backup import WHOLE_FILE, backup, restore
+from app.backup import WHOLE_FILE, backup
 from app.events import MESSAGE_END, EventDraft
+from app.restore import restore
 from app.store import Store, sessions
 from app.store import events as log
 
@@ -492,7 +493,7 @@ def render(r: dict[str, Any]) -> str:
             f"| {'-' * 44} | {'-' * 7} | {'-' * 8} | {'-' * 8} | {'-' * 10} |",
             row("backup: app.backup.backup (in process)", b["app"], f"{b['ratio']:.2f}x"),
             row("backup baseline: tar cf + fsync", b["tar"]),
-            row("restore: app.backup.restore (in process)", s["app"], f"{s['ratio']:.2f}x"),
+            row("restore: app.restore.restore (in process)", s["app"], f"{s['ratio']:.2f}x"),
             row("restore baseline: tar xf + sync -f", s["tar"]),
             row("`foya backup` CLI, kernel + writer running", lat["cli_backup"]),
             "",

@@ -48,8 +48,9 @@ from helpers import FOYA, REPO, Kernel, Launcher, base_env, run_foya, short_tmpd
 from PIL import Image
 from streams_helpers import Served, metric, seed_store, session_row, unix_kernel
 
-from app.backup import MANIFEST, WHOLE_FILE, backup, restore
+from app.backup import MANIFEST, WHOLE_FILE, backup
 from app.events import EventDraft
+from app.restore import restore
 from app.store import Store
 
 DB_FILES = ("foya.db", "foya.db-wal", "foya.db-shm", "foya.db-journal")
