@@ -343,15 +343,25 @@ def test_compose_puts_caddy_in_front_of_a_read_only_kernel(
 UNSHARE = ("unshare", "--mount", "--propagation", "private", "--")
 LAUNCHER = r"""
 import errno, os, subprocess, sys
-volume, *argv = sys.argv[1:]
+volume, repo, *argv = sys.argv[1:]
 def mount(*args):
     subprocess.run(["mount", *args], check=True)
 def mount_point(path):
     points = [line.split()[4] for line in open("/proc/self/mountinfo")]
     return max((p for p in points if path == p or path.startswith(p.rstrip("/") + "/")), key=len)
 mount("--bind", volume, volume)
+# A checkout under /tmp (a CI clone) holds the venv and the sources the kernel runs from: keep it
+# visible through the tmpfs by binding it back (read-only below, like every other path).
+in_tmp = repo.startswith("/tmp/")
+if in_tmp:
+    host = os.path.join(os.path.dirname(volume), "host-tmp")
+    os.makedirs(host)
+    mount("--bind", "/tmp", host)
 mount("-t", "tmpfs", "-o", "mode=1777,size=64m", "tmpfs", "/tmp")
-paths = ["/", "/etc", "/var", "/usr", "/run", os.getcwd(), os.path.dirname(volume)]
+if in_tmp:
+    os.makedirs(repo)
+    mount("--bind", os.path.join(host, os.path.relpath(repo, "/tmp")), repo)
+paths = ["/", "/etc", "/var", "/usr", "/run", os.getcwd(), os.path.dirname(volume), repo]
 paths += [sys.prefix, os.path.realpath(sys.executable)]
 for point in sorted({mount_point(p) for p in paths} - {volume, "/tmp"}):
     mount("-o", "remount,bind,ro", point)
@@ -403,7 +413,7 @@ def test_image_command_serves_from_a_read_only_root(runtime: Stage, token: str) 
         log = root / "kernel.log"
         with log.open("wb") as out:
             proc = subprocess.Popen(
-                [*UNSHARE, sys.executable, "-c", LAUNCHER, str(volume), *argv],
+                [*UNSHARE, sys.executable, "-c", LAUNCHER, str(volume), str(REPO), *argv],
                 cwd="/",
                 env=env,
                 stdin=subprocess.DEVNULL,
@@ -446,7 +456,9 @@ def test_image_command_serves_from_a_read_only_root(runtime: Stage, token: str) 
         data = Path(env["FOYA_DATA_DIR"])
         assert [p.name for p in volume.iterdir()] == [data.name]
         assert (data / "foya.db").is_file()
-        assert scratch == [], scratch
+        # (Beside the checkout's mount point, when the checkout lives under /tmp.)
+        checkout = [REPO.relative_to("/tmp").parts[0]] if REPO.is_relative_to("/tmp") else []
+        assert scratch == checkout, scratch
         assert subprocess.run(probe, capture_output=True, check=False).returncode != 0
 
 
@@ -457,7 +469,7 @@ def test_unshare_launcher_refuses_a_writable_root() -> None:
         volume.mkdir()
         weakened = LAUNCHER.replace('mount("-o", "remount,bind,ro", point)', "pass")
         done = subprocess.run(
-            [*UNSHARE, sys.executable, "-c", weakened, str(volume), "/bin/true"],
+            [*UNSHARE, sys.executable, "-c", weakened, str(volume), str(REPO), "/bin/true"],
             cwd=root,
             capture_output=True,
             text=True,
