@@ -41,6 +41,8 @@ from typing import IO, TextIO
 
 import httpx
 
+from app.tunnel_remote import start_script
+
 OK, FAILED, CONFIG = 0, 1, 2
 BACKOFF_FIRST, BACKOFF_MAX = 0.5, 10.0
 AUTH_FAILURES_MAX = 3  # consecutive ssh refusals after a drop before giving up
@@ -54,12 +56,6 @@ DEFAULT_OPTIONS = (
     "-o", "ServerAliveInterval=15", "-o", "ServerAliveCountMax=3",
 )  # fmt: skip
 _AUTH_REFUSALS = ("Permission denied", "Host key verification failed", "IDENTIFICATION HAS CHANGED")
-# A LISTEN (0A) socket that accepts 127.0.0.1:<p>: loopback or wildcard, IPv4 or IPv6 (v4-mapped).
-_LISTEN_AWK = (
-    'NR > 1 && $4 == "0A" { n = split($2, a, ":"); if (a[n] == p && (a[1] == "0100007F"'
-    ' || a[1] == "7F000001" || a[1] ~ /^0+$/ || a[1] == "0000000000000000FFFF00000100007F"))'
-    " f = 1 } END { exit !f }"
-)
 
 
 @dataclass(frozen=True)
@@ -94,51 +90,6 @@ class _Dropped(Exception):
     def __init__(self, reason: str, refused: bool = False) -> None:
         super().__init__(reason)
         self.refused = refused  # ssh authentication or host key refused
-
-
-def _sh_path(path: str) -> str:
-    """`path` quoted for the remote sh, with a leading `~/` expanded there."""
-    if path == "~" or path.startswith("~/"):
-        return '"$HOME"' + (f"/{shlex.quote(path[2:])}" if path[2:] else "")
-    return shlex.quote(path)
-
-
-def start_script(config: TunnelConfig) -> str:
-    """The remote sh script: start the kernel detached unless 127.0.0.1:<port> is taken."""
-    foya, digest = _sh_path(config.remote_foya), _sh_path(config.remote_token_hash_file)
-    data = ["--data-dir", _sh_path(config.remote_data_dir)] if config.remote_data_dir else []
-    log_path = config.remote_log_file or (
-        f"{config.remote_data_dir.rstrip('/')}/kernel.log"
-        if config.remote_data_dir
-        else "~/.local/share/foya/run/kernel.log"
-    )
-    log = _sh_path(log_path)
-    listen = f"127.0.0.1:{config.remote_port}"
-    serve = " ".join([foya, "serve", "--listen", listen, *data, "--auth-token-hash-file", digest])
-    return f"""listening() {{
-  for f in /proc/net/tcp /proc/net/tcp6; do
-    [ -r "$f" ] && awk -v p={config.remote_port:04X} {shlex.quote(_LISTEN_AWK)} "$f" && return 0
-  done
-  return 1
-}}
-listening && {{ echo "kernel already running on {listen}"; exit 0; }}
-command -v {foya} >/dev/null 2>&1 || {{ echo "cannot run "{foya}" on the remote" >&2; exit 3; }}
-[ -r {digest} ] || {{ echo "cannot read the token digest "{digest}" on the remote" >&2; exit 3; }}
-mkdir -p "$(dirname {log})" || exit 3
-s=; command -v setsid >/dev/null 2>&1 && s=setsid
-nohup $s {serve} --allow-plaintext </dev/null >>{log} 2>&1 &
-pid=$!
-i=0
-while [ $i -lt 100 ]; do
-  listening && {{ echo "started the kernel on {listen} (pid $pid, log "{log}")"; exit 0; }}
-  if ! kill -0 $pid 2>/dev/null; then
-    listening && exit 0
-    echo "foya serve exited at once: $(tail -n 1 {log})" >&2; exit 4
-  fi
-  sleep 0.1; i=$((i + 1))
-done
-echo "started the kernel on {listen} (pid $pid); still starting"
-"""
 
 
 class Tunnel:

@@ -27,7 +27,8 @@ import httpx
 import pytest
 from helpers import Kernel, Launcher, base_env, free_port, is_listening, sha256_hex, wait_until
 
-from app.tunnel import CONFIG, FAILED, OK, Tunnel, TunnelConfig, _sh_path
+from app.tunnel import CONFIG, FAILED, OK, Tunnel, TunnelConfig
+from app.tunnel_remote import sh_path
 
 SSHD = Path("/usr/sbin/sshd")
 REMOTE_FOYA = str(Path(sys.executable).parent / "foya")
@@ -431,7 +432,7 @@ def test_local_port_in_use() -> None:
     ],
 )
 def test_remote_paths_are_quoted(path: str, expected: str) -> None:
-    script = f"printf %s {_sh_path(path)}"
+    script = f"printf %s {sh_path(path)}"
     out = subprocess.run(
         ["sh", "-c", script], env={"HOME": "/home/u"}, capture_output=True, text=True, check=True
     )
