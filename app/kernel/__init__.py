@@ -17,9 +17,9 @@ from app.errors import FoyaError, Unavailable
 from app.events import MESSAGE_SNAPSHOT, Event
 from app.kernel import usage
 from app.kernel.approvals import Approvals
-from app.kernel.attachments import SessionArtifacts
 from app.kernel.connections import Connections
 from app.kernel.ids import now_ns
+from app.kernel.inputs import SessionArtifacts
 from app.kernel.maintenance import Maintenance
 from app.kernel.projects import Projects
 from app.kernel.providers import Providers

@@ -13,16 +13,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import json
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 from app import events as k
-from app.errors import BadRequest, Conflict
+from app.errors import Conflict
 from app.events import EventDraft
-from app.kernel import attachments
+from app.kernel import inputs
 from app.kernel.approvals import Approvals
 from app.kernel.compaction import Compactor
 from app.kernel.ids import iso_now, new_id
@@ -41,7 +40,6 @@ from app.store import Store
 from app.tools import Tool
 
 STOP_GRACE = 3.0
-MAX_ELEMENTS, MAX_ELEMENT_BYTES, MAX_ELEMENTS_BYTES, MAX_FILES = 8, 40 * 1024, 96 * 1024, 16
 
 
 #: Cancel reasons that end the runner (the others, like queue_dispatch, only end one turn).
@@ -54,25 +52,6 @@ class CompactionCancelled(Conflict):
 
 class ToolNotRunning(Conflict):
     code = "tool_not_running"
-
-
-def validate_turn(body: dict[str, Any]) -> dict[str, Any]:
-    """Input limits of `POST …/turns` and the queue (reference §1)."""
-    message = body.get("message")
-    if not isinstance(message, str) or not message.strip():
-        raise BadRequest("message: must be a non-empty string", code="invalid_queue_message")
-    elements = body.get("browser_elements") or []
-    sizes = [len(json.dumps(e)) for e in elements]
-    if len(elements) > MAX_ELEMENTS or any(s > MAX_ELEMENT_BYTES for s in sizes):
-        raise BadRequest(
-            f"browser_elements: at most {MAX_ELEMENTS}, {MAX_ELEMENT_BYTES // 1024} KiB each",
-            code="invalid_queue_message",
-        )
-    if sum(sizes) > MAX_ELEMENTS_BYTES:
-        raise BadRequest("browser_elements: at most 96 KiB in total", code="invalid_queue_message")
-    if len(body.get("attachments") or []) > MAX_FILES:
-        raise BadRequest(f"attachments: at most {MAX_FILES}", code="invalid_queue_message")
-    return body
 
 
 class Turns:
@@ -156,10 +135,7 @@ class Turns:
     async def _accept(self, session: str, body: dict[str, Any]) -> dict[str, Any]:
         """Validated input with its attachments committed."""
         row = await self.sessions.row(session)
-        validate_turn(body)
-        return await attachments.resolve(
-            self.sessions.artifacts, self.sessions.connections, row, body
-        )
+        return await inputs.accept(self.sessions.artifacts, self.sessions.connections, row, body)
 
     async def submit(self, session: str, body: dict[str, Any]) -> dict[str, Any]:
         """Start a turn, or queue the input if the session is busy."""

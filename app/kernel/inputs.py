@@ -1,4 +1,5 @@
-"""Attachments of a turn: `attachments: [{id}]` become the session's committed artifacts.
+"""A turn's input (`POST …/turns` and the queue): its limits (reference §1), and its
+attachments, which `attachments: [{id}]` turn into the session's committed artifacts.
 
 Input names artifacts by id only; the stored user message carries the full AttachmentRef so the
 log explains itself. Committing happens when input is accepted (started or queued): from then on
@@ -8,12 +9,34 @@ the artifact is part of the conversation and `DELETE` refuses it (`artifact_comm
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 from app.artifacts import MAX_BYTES, Artifacts
 from app.errors import BadRequest
 from app.kernel.connections import Connections
 from app.kernel.sessions import Sessions
+
+MAX_ELEMENTS, MAX_ELEMENT_BYTES, MAX_ELEMENTS_BYTES, MAX_FILES = 8, 40 * 1024, 96 * 1024, 16
+
+
+def validate_turn(body: dict[str, Any]) -> dict[str, Any]:
+    """Input limits of `POST …/turns` and the queue (reference §1)."""
+    message = body.get("message")
+    if not isinstance(message, str) or not message.strip():
+        raise BadRequest("message: must be a non-empty string", code="invalid_queue_message")
+    elements = body.get("browser_elements") or []
+    sizes = [len(json.dumps(e)) for e in elements]
+    if len(elements) > MAX_ELEMENTS or any(s > MAX_ELEMENT_BYTES for s in sizes):
+        raise BadRequest(
+            f"browser_elements: at most {MAX_ELEMENTS}, {MAX_ELEMENT_BYTES // 1024} KiB each",
+            code="invalid_queue_message",
+        )
+    if sum(sizes) > MAX_ELEMENTS_BYTES:
+        raise BadRequest("browser_elements: at most 96 KiB in total", code="invalid_queue_message")
+    if len(body.get("attachments") or []) > MAX_FILES:
+        raise BadRequest(f"attachments: at most {MAX_FILES}", code="invalid_queue_message")
+    return body
 
 
 def image_input(connections: Connections, row: dict[str, Any]) -> bool:
@@ -26,10 +49,11 @@ def image_input(connections: Connections, row: dict[str, Any]) -> bool:
     return settings.get("image_input") is not False
 
 
-async def resolve(
+async def accept(
     artifacts: Artifacts, connections: Connections, row: dict[str, Any], body: dict[str, Any]
 ) -> dict[str, Any]:
-    """`body` with its attachments replaced by committed AttachmentRefs."""
+    """Validated `body`, its attachments replaced by committed AttachmentRefs."""
+    validate_turn(body)
     given = body.get("attachments")
     if not given:
         return body
