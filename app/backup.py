@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import hashlib
+import io
 import json
 import os
 import stat
@@ -129,7 +130,7 @@ class _Writer:
                 data = f.read()
                 digest.update(data)
                 info.size = len(data)
-                self.tar.addfile(info, _Bytes(data))
+                self.tar.addfile(info, io.BytesIO(data))
             else:
                 info.size = size
                 self.tar.addfile(info, _Hashing(f, size, digest, name))
@@ -139,16 +140,6 @@ class _Writer:
         self.done += info.size
         if self.progress is not None:
             self.progress(self.done, max(self.total, self.done))
-
-
-class _Bytes:
-    def __init__(self, data: bytes) -> None:
-        self.data, self.pos = data, 0
-
-    def read(self, n: int = -1) -> bytes:
-        end = len(self.data) if n < 0 else self.pos + n
-        out, self.pos = self.data[self.pos : end], min(end, len(self.data))
-        return out
 
 
 class _Hashing:
@@ -220,7 +211,7 @@ def backup(
                 body = json.dumps(manifest, indent=1).encode()
                 entry = tarfile.TarInfo(MANIFEST)
                 entry.size, entry.mode, entry.mtime = len(body), 0o600, int(time.time())
-                tar.addfile(entry, _Bytes(body))
+                tar.addfile(entry, io.BytesIO(body))
             out.flush()
             os.fsync(out.fileno())
         os.replace(partial, archive)

@@ -113,9 +113,8 @@ class Kernel:
         self.projects.load()
         self.connections.load()
         await recover(self.store)
-        await (
-            self.maintenance.run_due()
-        )  # what a crash left undone (e.g. a deleted session's files)
+        # Before serving: what a crash left undone (e.g. a deleted session's directories).
+        await self.maintenance.run_due()
         self.maintenance.start()
 
     async def begin_shutdown(self) -> None:

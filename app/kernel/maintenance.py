@@ -32,6 +32,7 @@ class Maintenance:
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
+        """Run jobs as they fall due, from now on (the caller ran those due at start)."""
         self._task = asyncio.create_task(self._loop(), name="maintenance")
 
     async def stop(self) -> None:
@@ -70,10 +71,13 @@ class Maintenance:
     async def _loop(self) -> None:
         while True:
             try:
-                await self.run_due()
                 due = await self.store.next_job_at()
             except Exception:
                 self.log.exception("maintenance failed")
                 due = None
             wait = MAX_SLEEP if due is None else max(0.0, (due - time.time_ns()) / 1e9)
             await asyncio.sleep(min(wait, MAX_SLEEP) + 1.0)
+            try:
+                await self.run_due()
+            except Exception:
+                self.log.exception("maintenance failed")

@@ -76,7 +76,7 @@ class Reviews:
         force_file_keys: list[str] | None,
     ) -> dict[str, Any]:
         if action == "keep":
-            plans, through = await self._check(session, expected_through_seq, expected_file_state)
+            _, through = await self._check(session, expected_through_seq, expected_file_state)
             resolved = {"action": "kept", "through_seq": through}
             await self.sessions.emit(EventDraft(session, k.FILE_REVIEW_RESOLVED, resolved))
             return {"status": "resolved"}
