@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 MAX_DIFF_CHARS = 200_000
@@ -47,15 +48,12 @@ def unified(name: str, before: bytes | None, after: bytes | None) -> Diff:
     return Diff(text, additions, deletions)
 
 
-_HUNK = re.compile(r"@@ -(\d+)(,\d+)? \+(\d+)(,\d+)? @@")
-
-
-def _unified(a: list[str], b: list[str], name_a: str, name_b: str) -> list[str]:
-    """difflib's unified diff, run only on the differing middle (plus its context lines): the
-    matcher is quadratic at worst, and an agent's edit usually touches a few lines of a big file.
-    Hunk line numbers are shifted back to the whole files'."""
+def common_ends(a: Sequence[object], b: Sequence[object]) -> tuple[int, int]:
+    """How many leading and trailing items `a` and `b` share (never overlapping): difflib's
+    matcher is quadratic at worst, and an agent's edit usually touches a few lines of a big
+    file, so diffs and merges run it only on the middle that differs."""
     prefix = 0
-    for x, y in zip(a, b, strict=False):  # the shorter file bounds the common prefix
+    for x, y in zip(a, b, strict=False):  # the shorter sequence bounds the common prefix
         if x != y:
             break
         prefix += 1
@@ -63,6 +61,17 @@ def _unified(a: list[str], b: list[str], name_a: str, name_b: str) -> list[str]:
     limit = min(len(a), len(b)) - prefix
     while suffix < limit and a[-1 - suffix] == b[-1 - suffix]:
         suffix += 1
+    return prefix, suffix
+
+
+_HUNK = re.compile(r"@@ -(\d+)(,\d+)? \+(\d+)(,\d+)? @@")
+
+
+def _unified(a: list[str], b: list[str], name_a: str, name_b: str) -> list[str]:
+    """difflib's unified diff, run only on the differing middle (plus its context lines): the
+    matcher is quadratic at worst, and an agent's edit usually touches a few lines of a big file.
+    Hunk line numbers are shifted back to the whole files'."""
+    prefix, suffix = common_ends(a, b)
     start = max(0, prefix - CONTEXT)
     keep = max(0, suffix - CONTEXT)
     lines = list(

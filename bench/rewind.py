@@ -34,7 +34,7 @@ Target (issue): the rewind preview of a turn that changed 200 files of 50 KB eac
    Reported as preview / baseline.
 4. Hand-edited variant: one line of 40 edited files (20%) is changed on disk, at least 20
    lines away from the agent's edit, so a clean three-way merge exists and those files preview
-   as `mergeable` (merge3 runs). Timed like (2).
+   as `mergeable` (`app.merge` runs). Timed like (2).
 5. Storage: raw bytes of every before/after content the file changes reference (what storing
    each naively would take) vs `SUM(length(data)) FROM file_blobs` (gzip + dedupe), split into
    the dedupe ratio (unique raw / referenced raw) and the gzip ratio (stored / unique raw); and
@@ -430,7 +430,7 @@ def split_plan(spans: list[FileSpan]) -> dict[str, int]:
     current = [filestate.read_current(s.path) for s in spans]
     t1 = time.perf_counter_ns()
     pairs = zip(spans, current, strict=True)
-    results = [filestate._classify(s.before, s.after, c) for s, c in pairs]
+    results = [filestate.classify(s, c) for s, c in pairs]
     t2 = time.perf_counter_ns()
     for s, c, (_, r) in zip(spans, current, results, strict=True):
         unified(s.path, c.content if c.exists else None, r.content if r.exists else None)
@@ -736,7 +736,7 @@ def render(r: dict[str, Any]) -> str:
             sub(label, pl[key])
             for key, label in (
                 ("read_current", "read_current (disk)"),
-                ("classify", "_classify"),
+                ("classify", "classify"),
                 ("diff", "textdiff.unified (restore diff)"),
             )
         ],
@@ -750,7 +750,7 @@ def render(r: dict[str, Any]) -> str:
         row(f"preview, {hand['files']} files hand-edited", hand, _counts(hand["statuses"])),
         row("  filestate.plan, hand-edited", hand["plan"]),
         sub(
-            "_classify (merge3) / diff",
+            "classify (app.merge) / diff",
             hs["classify"] + hs["diff"],
             f"{hs['classify']:.1f} + {hs['diff']:.1f}",
         ),

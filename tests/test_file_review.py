@@ -187,6 +187,51 @@ def test_a_hand_edit_is_merged_or_left_alone(s: Session) -> None:
     assert review(s)["files"] == []
 
 
+def test_undo_across_a_hand_edit_takes_out_only_the_agents_changes(s: Session) -> None:
+    """Issue 12: the agent edits a file, the user another line by hand, the agent edits again.
+    Undo reverses each of the agent's changes around the user's line, which stays; a hand edit
+    of a line the agent had changed makes that file `modified`, and it is left alone."""
+    put(s.workspace / "mixed.txt", LINES, 0o640)
+    put(s.workspace / "clash.txt", LINES)
+    turn(
+        s,
+        edit("mixed.txt", "line 2\n", "agent 2\n", "e1"),
+        edit("clash.txt", "line 2\n", "agent 2\n", "e2"),
+    )
+    agent_once = LINES.replace("line 2\n", "agent 2\n")
+    put(s.workspace / "mixed.txt", agent_once.replace("line 5\n", "user 5\n"), 0o640)
+    clashed = agent_once.replace("agent 2\n", "user 2\n")  # the agent's own line, by hand
+    put(s.workspace / "clash.txt", clashed)
+    turn(
+        s,
+        edit("mixed.txt", "line 8\n", "agent 8\n", "e3"),
+        edit("clash.txt", "line 8\n", "agent 8\n", "e4"),
+    )
+    listed = review(s)
+    files = rel(s, listed["files"])
+    assert {k: f["status"] for k, f in files.items()} == {
+        "mixed.txt": "mergeable",
+        "clash.txt": "modified",
+    }
+    # The listing still shows what the agent's changes amount to, first before → last after.
+    assert "-line 2\n+agent 2\n" in files["mixed.txt"]["diff"]
+    assert "-line 8\n+agent 8\n" in files["mixed.txt"]["diff"]
+    clash_now = (s.workspace / "clash.txt").read_bytes()
+
+    with s.events() as events:
+        resolve(s, "undo", listed)
+        payload = events.until_kind(RESOLVED)[-1].data["payload"]
+    assert {k: f["action"] for k, f in rel(s, payload["files"]).items()} == {
+        "mixed.txt": "merged",
+        "clash.txt": "kept",
+    }
+    mixed = s.workspace / "mixed.txt"
+    assert mixed.read_text() == LINES.replace("line 5\n", "user 5\n"), "only the agent's out"
+    assert mixed.stat().st_mode & 0o777 == 0o640
+    assert (s.workspace / "clash.txt").read_bytes() == clash_now, "a modified file is left alone"
+    assert review(s)["files"] == []
+
+
 def test_forced_keys_restore_modified_files(s: Session) -> None:
     put(s.workspace / "edited.txt", LINES, 0o600)
     put(s.workspace / "removed.txt", LINES, 0o640)

@@ -229,6 +229,47 @@ def test_a_non_overlapping_hand_edit_is_merged(s: Session) -> None:
     assert (s.workspace / "m.txt").stat().st_mode & 0o777 == 0o600
 
 
+def test_a_hand_edit_touching_the_agents_line_is_merged(s: Session) -> None:
+    """Issue 12: the agent changes line 2, the user then line 1. The hunks touch but do not
+    overlap: `mergeable`, and confirming yields the user's line 1 with the original line 2."""
+    put(s.workspace / "t.txt", LINES)
+    turn(s, edit("t.txt", "line 2\n", "agent 2\n"))
+    by_hand = LINES.replace("line 2\n", "agent 2\n").replace("line 1\n", "user 1\n")
+    put(s.workspace / "t.txt", by_hand)
+    seq = user_seqs(s)[0]
+    shown = preview(s, seq)
+    [entry] = shown["files"]
+    assert entry["status"] == "mergeable"
+    assert "-agent 2\n+line 2\n" in entry["diff"] and " user 1\n" in entry["diff"]
+    done = confirm(s, seq, shown)
+    assert [f["action"] for f in done["files"]] == ["merged"]
+    assert (s.workspace / "t.txt").read_text() == LINES.replace("line 1\n", "user 1\n")
+
+
+def test_a_rewind_over_a_hand_edit_between_turns_keeps_it(s: Session) -> None:
+    """Issue 12: a hand edit between two turns, the file then exactly as the second turn left
+    it. Rewinding both turns takes out only the agent's changes (`mergeable`, not `ready`);
+    CRLF lines and a missing final newline come back byte for byte."""
+    crlf = "".join(f"line {i}\r\n" for i in range(1, 9)).removesuffix("\r\n")
+    put(s.workspace / "w.txt", crlf, 0o600)
+    turn(s, edit("w.txt", "line 2\r\n", "agent 2\r\n"), message="first")
+    now = (s.workspace / "w.txt").read_bytes()
+    put(s.workspace / "w.txt", now.replace(b"line 5\r\n", b"user 5\r\n"), 0o600)
+    turn(s, edit("w.txt", "line 8", "agent 8"), message="second")
+    first, second = user_seqs(s)
+
+    only_second = rel(s, preview(s, second)["files"])["w.txt"]
+    assert only_second["status"] == "ready", "the second turn alone: only the agent since"
+    shown = preview(s, first)
+    [entry] = shown["files"]
+    assert entry["status"] == "mergeable"
+    done = confirm(s, first, shown)
+    assert [f["action"] for f in done["files"]] == ["merged"]
+    expected = crlf.replace("line 5\r\n", "user 5\r\n").encode()
+    assert snapshot(s.workspace) == {"w.txt": (expected, 0o600)}
+    assert s.history() == []
+
+
 # -------------------------------------------------------------------------- stale confirmations
 
 

@@ -1,11 +1,15 @@
 """Putting files back: what undoing the agent's changes would do to each file on disk, and doing
 it crash-safely. Shared by file review (`undo`) and rewind.
 
-For each changed path we know three images: `target` (before the agent's first change), `recorded`
-(after its last change) and `current` (on disk now). A file still as recorded, or already at the
-target, is `ready`. One changed since by someone else is never silently overwritten: if the
-agent's changes can be taken out of it by a clean three-way merge it is `mergeable`, otherwise it
-is `modified` and restored only when the caller forces its key.
+For each changed path we know `target` (before the agent's first change), `current` (on disk now)
+and the agent's changes as runs: a run is a stretch of changes each starting from the image the
+previous one left, so someone else edited the file between two runs. Undoing only the agent's
+changes reverse-applies each run (after → before) onto the current content, newest first: a run
+whose after-image is the content as it stands is simply replaced by its before-image, any other
+by a three-way merge (`app.merge`). A file only the agent touched, or already at the target, is
+`ready`; one whose undo needed a merge and merged cleanly is `mergeable` (the user's edits stay);
+otherwise it is `modified`, never silently overwritten, and restored (to `target`) only when the
+caller forces its key.
 
 Restoring goes through a durable journal (`app.store.journals`): every original image is stored
 before the first file is written, so a crash half-way is rolled back at the next start.
@@ -22,12 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import merge3
-
 from app.errors import BadRequest, Conflict
 from app.events import Event
 from app.failpoints import failpoint
 from app.files import restore_file
+from app.merge import merge_bytes
 from app.store import Store
 from app.store.filechanges import FileSpan
 from app.store.journals import FileImage, JournalFile
@@ -94,7 +97,7 @@ def plan(spans: Iterable[FileSpan], *, show: Literal["restore", "change"]) -> li
     out = []
     for span in spans:
         current = read_current(span.path)
-        status, result = _classify(span.before, span.after, current)
+        status, result = classify(span, current)
         a, b = (current, result) if show == "restore" else (span.before, span.after)
         d = unified(span.path, a.content if a.exists else None, b.content if b.exists else None)
         out.append(
@@ -117,44 +120,49 @@ def same(a: FileImage, b: FileImage) -> bool:
     return a.exists == b.exists and (not a.exists or (a.content, a.mode) == (b.content, b.mode))
 
 
-def _classify(
-    target: FileImage, recorded: FileImage, current: FileImage
-) -> tuple[Status, FileImage]:
+def classify(span: FileSpan, current: FileImage) -> tuple[Status, FileImage]:
+    """A file's status and what undoing the agent's changes of `span` writes: every run undone,
+    newest first, on `current` (see the module docstring)."""
+    target = span.before
     if current.exists and current.content is None:
         return "modified", target  # now a directory, socket, symlink…: never merged
-    if same(current, target) or same(current, recorded):
+    if same(current, target):
         return "ready", target
-    merged = _merge(recorded, current, target)
-    if merged is not None:
-        return "mergeable", FileImage(True, current.mode, merged)
-    return "modified", target
+    result, merged = current, False
+    for before, after in reversed(span.runs or ((span.before, span.after),)):
+        if same(result, after):
+            result = before
+            continue
+        undone = _merge(after, result, before)
+        if undone is None:
+            return "modified", target
+        result, merged = undone, True
+    return ("mergeable" if merged else "ready"), result
 
 
-def _lines(image: FileImage) -> list[str] | None:
+def _text(image: FileImage) -> bytes | None:
+    """An existing file's content if it is UTF-8 text (only text is merged by lines)."""
+    if not image.exists or image.content is None:
+        return None
     try:
-        return (image.content or b"").decode().splitlines(keepends=True)
+        image.content.decode()
     except UnicodeDecodeError:
         return None
+    return image.content
 
 
-def _merge(base: FileImage, ours: FileImage, theirs: FileImage) -> bytes | None:
-    """Take the agent's changes (base → theirs reverts them) out of `ours`, if that merges
-    cleanly; None when it conflicts or a side is missing or not text."""
-    if not (base.exists and ours.exists and theirs.exists):
-        return None
-    b, o, t = _lines(base), _lines(ours), _lines(theirs)
+def _merge(base: FileImage, ours: FileImage, theirs: FileImage) -> FileImage | None:
+    """Take one run of the agent's changes (base → theirs reverts it) out of `ours`, if that
+    merges cleanly; None when it conflicts or a side is missing or not text."""
+    b, o, t = _text(base), _text(ours), _text(theirs)
     if b is None or o is None or t is None:
         return None
-    # The regions are worked out once (merge_lines would compute them again).
-    sources = {"unchanged": b, "same": o, "a": o, "b": t}
-    merged: list[str] = []
-    for region in merge3.Merge3(b, o, t).merge_regions():
-        if region[0] == "conflict":
-            return None
-        start, end = region[1], region[2]
-        assert isinstance(start, int) and isinstance(end, int)
-        merged += sources[region[0]][start:end]
-    return "".join(merged).encode()
+    merged = merge_bytes(b, o, t)
+    if merged is None:
+        return None
+    # The mode, like the lines: the agent's change of it is undone unless the user changed it.
+    mode = theirs.mode if ours.mode == base.mode else ours.mode
+    return FileImage(True, mode, merged)
 
 
 def state_token(plans: Iterable[FilePlan]) -> str:

@@ -19,6 +19,17 @@ class FileSpan:
     last_seq: int
     before: FileImage
     after: FileImage
+    # The changes cut where someone else edited the file in between (a change's before-image
+    # is not the previous one's after-image): each run's (before, after), oldest first.
+    # Empty means one run, (before, after).
+    runs: tuple[tuple[FileImage, FileImage], ...] = ()
+
+
+_Key = tuple[bool, int | None, str | None]
+
+
+def _key(exists: bool, mode: int | None, blob: str | None) -> _Key:
+    return (True, mode, blob) if exists else (False, None, None)
 
 
 def spans(
@@ -37,17 +48,31 @@ def spans(
         sql += " AND fc.review_state = 'pending'"
     first: dict[str, tuple[int, bool, int | None, str | None]] = {}
     last: dict[str, tuple[int, int | None, str | None]] = {}
+    # Per path, the (before, after) image keys where the chain of changes breaks.
+    breaks: dict[str, list[tuple[_Key, _Key]]] = {}
     for seq, path, b_exists, b_mode, a_mode, b_blob, a_blob in conn.execute(
         sql + " ORDER BY fc.event_seq", (session, from_seq)
     ):
         first.setdefault(path, (seq, bool(b_exists), b_mode, b_blob))
+        if path in last:
+            _, p_mode, p_blob = last[path]
+            prev: _Key = (p_blob is not None, p_mode, p_blob)
+            if _key(bool(b_exists), b_mode, b_blob) != _key(*prev):
+                breaks.setdefault(path, []).append((prev, (bool(b_exists), b_mode, b_blob)))
         last[path] = (seq, a_mode, a_blob)
     out = []
     for path, (first_seq, b_exists, b_mode, b_blob) in first.items():
         last_seq, a_mode, a_blob = last[path]
         before = _image(conn, b_exists, b_mode, b_blob)
         after = _image(conn, a_blob is not None, a_mode, a_blob)
-        out.append(FileSpan(path, first_seq, last_seq, before, after))
+        runs: tuple[tuple[FileImage, FileImage], ...] = ()
+        if path in breaks:  # blobs are read only where someone edited the file in between
+            images = [before]
+            for end, start in breaks[path]:
+                images += [_image(conn, *end), _image(conn, *start)]
+            images.append(after)
+            runs = tuple(zip(images[::2], images[1::2], strict=True))
+        out.append(FileSpan(path, first_seq, last_seq, before, after, runs))
     return out
 
 
