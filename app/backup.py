@@ -7,19 +7,27 @@ projects, artifacts, managed workspaces, …), `home/.foya/` when that directory
 `manifest.json`: format and schema versions, the head seq, when it was made, and the type, mode,
 size and SHA-256 of every member. It is written under a temporary name and renamed when
 complete, so a file with the final name is always a whole backup.
+
+The temporary name is `.<archive name>.partial`, with the database snapshot in a scratch
+directory `.<archive name>.partial.d` beside it; the run holds an flock on the partial file. A
+killed run leaves both behind: the next backup into the same directory deletes those of its own
+archive name and of every dated `foya-backup-<stamp>.tar`, but only when no running backup holds
+the lock, and never any other file.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import fcntl
 import hashlib
 import io
 import json
 import os
+import re
+import shutil
 import stat
 import tarfile
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -28,6 +36,7 @@ from typing import IO, Any
 
 from app import __version__
 from app.errors import FoyaError
+from app.failpoints import failpoint
 from app.files import fsync_dir, write_json_atomic
 from app.metrics import BACKUP_STATUS_FILE
 from app.store import DB_NAME
@@ -46,6 +55,8 @@ CHUNK = 1024 * 1024
 # Files up to this size are read whole before they are archived, so a file rewritten during
 # the backup is still archived as one consistent version.
 WHOLE_FILE = 64 * 1024 * 1024
+PARTIAL, SCRATCH = ".partial", ".partial.d"
+_DATED_PARTIAL = re.compile(r"\.foya-backup-\d{8}T\d{6}Z\.tar\.partial")
 
 Progress = Callable[[int, int], None]  # (bytes done, bytes in all)
 
@@ -165,6 +176,37 @@ def _archive_path(dest: Path) -> Path:
     return dest
 
 
+def remove_stale_partials(archive: Path) -> list[Path]:
+    """Delete what killed backups left beside `archive`: the partial file (and its scratch
+    directory) of `archive` itself and of any dated backup, unless a running backup holds it.
+    Returns the partial files removed."""
+    own = f".{archive.name}{PARTIAL}"
+    removed = []
+    with os.scandir(archive.parent) as entries:
+        found = [
+            Path(e.path)
+            for e in entries
+            if (e.name == own or _DATED_PARTIAL.fullmatch(e.name))
+            and e.is_file(follow_symlinks=False)
+        ]
+    for partial in found:
+        try:
+            fd = os.open(partial, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue  # a backup is writing it right now
+            shutil.rmtree(partial.with_name(partial.name + ".d"), ignore_errors=True)
+            partial.unlink(missing_ok=True)
+            removed.append(partial)
+        finally:
+            os.close(fd)
+    return removed
+
+
 def backup(
     data_dir: Path, dest: Path, *, home: Path | None = None, progress: Progress | None = None
 ) -> Report:
@@ -184,14 +226,16 @@ def backup(
         sources += [(HOME, home, home.lstat()), *_sources(home, HOME)]
     total = sum(st.st_size for _, _, st in sources if stat.S_ISREG(st.st_mode))
     total += (data_dir / DB_NAME).stat().st_size
-    partial = archive.with_name(f".{archive.name}.partial")
-    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    remove_stale_partials(archive)
+    partial = archive.with_name(f".{archive.name}{PARTIAL}")
+    scratch = archive.with_name(f".{archive.name}{SCRATCH}")
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    lock = os.dup(fd)  # the same open file: the lock outlives `out` until the rename is done
     try:
-        with (
-            os.fdopen(fd, "wb") as out,
-            tempfile.TemporaryDirectory(prefix=".foya-backup-", dir=archive.parent) as scratch,
-        ):
-            copy = Path(scratch) / DB_NAME
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        scratch.mkdir(mode=0o700)
+        with os.fdopen(fd, "wb") as out:
+            copy = scratch / DB_NAME
             info = snapshot(data_dir / DB_NAME, copy)
             with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
                 writer = _Writer(tar, total, progress)
@@ -214,11 +258,15 @@ def backup(
                 tar.addfile(entry, io.BytesIO(body))
             out.flush()
             os.fsync(out.fileno())
+        failpoint("backup_written")
         os.replace(partial, archive)
         fsync_dir(archive.parent)
     except BaseException:
         partial.unlink(missing_ok=True)
         raise
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+        os.close(lock)
     size = archive.stat().st_size
     write_json_atomic(
         data_dir / BACKUP_STATUS_FILE,

@@ -1,7 +1,14 @@
-"""Atomic file writes for JSON/Markdown/secrets that live outside SQLite.
+"""Atomic file writes and the file-system rules shared by the kernel, its tools and its CLI.
 
 Write a temp file in the same directory, fsync it, rename it over the target, then fsync the
 directory, so a crash leaves either the old or the new file and never a torn one.
+
+Temp files are named `.<name>.foya-<12 hex>.tmp` (the name cut to 200 characters) and nothing
+else of ours or of a user's is: a crash between creating one and renaming it leaves it behind,
+and `remove_stray_temps` deletes exactly those of one target, never any other file.
+
+`ProtectedPaths` is the one rule for what no workspace route or file tool may touch: Foya's
+own data and secrets, whatever project directory happens to contain them.
 """
 
 from __future__ import annotations
@@ -10,29 +17,82 @@ import contextlib
 import fcntl
 import json
 import os
-import tempfile
-from collections.abc import Iterator
+import re
+import secrets
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from app.errors import ConfigError
+from app.failpoints import failpoint
+
+_NAME_KEPT = 200  # a temp name stays below NAME_MAX (255) whatever the target's name
+_TEMP = r"\.foya-[0-9a-f]{12}\.tmp"
 
 
-def write_bytes_atomic(path: Path, data: bytes, *, mode: int = 0o600) -> None:
-    """Replace `path` with `data` atomically; the file is created with `mode` from the start."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+def _temp_path(path: Path) -> Path:
+    return path.with_name(f".{path.name[:_NAME_KEPT]}.foya-{secrets.token_hex(6)}.tmp")
+
+
+def remove_stray_temps(path: Path) -> list[Path]:
+    """Delete the temp files a crash left beside `path` (only names `replace_atomic` makes for
+    that very target); return them. A missing directory has none."""
+    pattern = re.compile(r"\." + re.escape(path.name[:_NAME_KEPT]) + _TEMP)
+    removed = []
     try:
-        os.fchmod(fd, mode)
+        with os.scandir(path.parent) as entries:
+            names = [e.name for e in entries if pattern.fullmatch(e.name) and e.is_file()]
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    for name in names:
+        stray = path.parent / name
+        with contextlib.suppress(FileNotFoundError):
+            stray.unlink()
+            removed.append(stray)
+    if removed:
+        fsync_dir(path.parent)
+    return removed
+
+
+def replace_atomic(
+    path: Path,
+    data: bytes,
+    *,
+    mode: int,
+    owner: tuple[int, int] | None = None,
+    point: str | None = None,
+) -> None:
+    """Replace `path` (its directory must exist) with `data` and exactly `mode`, atomically.
+
+    `owner` (uid, gid) is given to the new file when it differs from ours; where we may not
+    (not root, someone else's file) the file becomes ours, as any editor's save would make it.
+    `point` names a failpoint passed once the temp file is complete, just before the rename."""
+    tmp = _temp_path(path)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    try:
         with os.fdopen(fd, "wb") as f:
+            if owner is not None and owner != (os.getuid(), os.getgid()):
+                with contextlib.suppress(PermissionError):
+                    os.fchown(f.fileno(), *owner)
+            os.fchmod(f.fileno(), mode)  # after chown, which clears set-id bits
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
+        if point is not None:
+            failpoint(point)
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
     fsync_dir(path.parent)
+
+
+def write_bytes_atomic(path: Path, data: bytes, *, mode: int = 0o600) -> None:
+    """Replace `path` with `data` atomically; the file is created with `mode` from the start
+    (missing parents are made private: this is for Foya's own files)."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    replace_atomic(path, data, mode=mode)
 
 
 def write_json_atomic(path: Path, value: Any, *, mode: int = 0o600) -> None:
@@ -50,14 +110,76 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def owner_of(path: Path) -> tuple[int, int] | None:
+    """(uid, gid) of an existing file, None if absent."""
+    try:
+        st = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return st.st_uid, st.st_gid
+
+
+def new_file_mode() -> int:
+    """The mode `open(…, "w")` would give a new file: 0666 less the process umask (read from
+    /proc, since setting the umask to learn it would race with other threads)."""
+    umask = 0o022
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                umask = int(line.split()[1], 8)
+    return 0o666 & ~umask
+
+
 def restore_file(path: Path, *, exists: bool, mode: int | None, content: bytes | None) -> None:
-    """Make `path` absent, or present with `content` and `mode`; idempotent, atomic per file."""
+    """Make `path` absent, or present with `content` and `mode`; idempotent, atomic per file.
+    The directory is created as the user's tools would (umask), an existing file keeps its
+    owner, and a crash can leave only temp files that `remove_stray_temps` knows."""
     if not exists:
         path.unlink(missing_ok=True)
         if path.parent.exists():
             fsync_dir(path.parent)
         return
-    write_bytes_atomic(path, content or b"", mode=mode if mode is not None else 0o644)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    replace_atomic(
+        path,
+        content or b"",
+        mode=mode if mode is not None else new_file_mode(),
+        owner=owner_of(path),
+        point="restore_staged",
+    )
+
+
+@dataclass(frozen=True)
+class ProtectedPaths:
+    """Files and directories (`roots`) no workspace route or file tool may read or change,
+    whichever project contains them, except below an `allowed` directory (the data dir's
+    managed workspaces: the user's files, like any project's). Paths are compared after
+    resolving symbolic links and `..`."""
+
+    roots: tuple[Path, ...] = ()
+    allowed: tuple[Path, ...] = ()
+
+    def resolved(self) -> ProtectedPaths:
+        """The same rule with every root resolved now (resolve once, test many paths)."""
+        return ProtectedPaths(_real(self.roots), _real(self.allowed))
+
+    def holds(self, real: Path) -> bool:
+        """Whether `real` (already resolved) is protected by this (already resolved) rule."""
+        return any(real.is_relative_to(r) for r in self.roots) and not any(
+            real.is_relative_to(a) for a in self.allowed
+        )
+
+    def covers(self, real: Path) -> bool:
+        """Whether resolved path `real` is protected, the roots resolved as of now."""
+        return self.resolved().holds(real)
+
+
+def _real(paths: Iterable[Path]) -> tuple[Path, ...]:
+    out: list[Path] = []
+    for path in paths:
+        absolute = Path(os.path.abspath(path))
+        out += [absolute, absolute.resolve()]
+    return tuple(dict.fromkeys(out))
 
 
 @contextlib.contextmanager

@@ -66,10 +66,19 @@ class Run:
 
 
 async def emit(
-    sessions: Sessions, run: Run, kind: str, payload: Any, blobs: dict[str, bytes] | None = None
+    sessions: Sessions,
+    run: Run,
+    kind: str,
+    payload: Any,
+    blobs: dict[str, bytes] | None = None,
+    journal: int | None = None,
 ) -> None:
-    """Store and publish one event of `run`."""
-    await sessions.emit(EventDraft(run.session, kind, payload, run.run_id, blobs or {}))
+    """Store and publish one event of `run`; forget a finished file `journal` with it."""
+    draft = EventDraft(run.session, kind, payload, run.run_id, blobs or {})
+    if journal is None:
+        await sessions.emit(draft)
+    else:
+        await sessions.commit(run.session, lambda: sessions.store.append(draft, journal=journal))
 
 
 class Steps:

@@ -1,19 +1,34 @@
-"""Running the tool calls of a step: approval first, then the tool, then its recorded result."""
+"""Running the tool calls of a step: approval first, then the tool, then its recorded result.
+
+A file tool's change is journaled before it reaches the disk (`ToolContext.intend` →
+`Store.begin_restore`, one file, action `tool_change`), and the tool's `message_end` forgets
+that journal in the same transaction that records the change. So the rule after a crash is
+simply: a journal still stored means no committed event records the change, and startup
+recovery puts the file back if it is exactly the after-image (kernel.recovery). While the
+kernel runs, a change whose `message_end` is not committed (tool failed or cancelled, the
+append failed) is rolled back the same way, at once.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import json
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from app import events as k
+from app.errors import FoyaError
 from app.kernel.approvals import Approvals, Ask
+from app.kernel.filestate import roll_back
 from app.kernel.ids import iso_now, new_id
 from app.kernel.providers import Providers
+from app.logs import get_logger
+from app.store import Store
+from app.store.journals import TOOL_CHANGE, FileImage, JournalFile
 from app.tools import Tool, ToolError, ToolResult
-from app.tools.base import ToolContext, inside
+from app.tools.base import FileIntent, ToolContext, inside, settled
 
 GUARDIAN_PROMPT = (
     "You review tool calls of a coding agent for safety. Answer with exactly one word: ALLOW if "
@@ -23,16 +38,36 @@ GUARDIAN_PROMPT = (
 Emit = Callable[..., Awaitable[None]]
 
 
+@dataclass
+class _Intent:
+    """The journaled change of one tool call, until its `message_end` commits."""
+
+    journal: int | None = None
+    file: JournalFile | None = None
+    recorded: bool = False
+
+
+def _image(content: bytes | None, mode: int | None) -> FileImage:
+    return FileImage(content is not None, mode, content)
+
+
 class ToolRunner:
     """Executes parsed tool calls for a session and records each result."""
 
     def __init__(
-        self, tools: dict[str, Tool], approvals: Approvals, providers: Providers, trash: Path
+        self,
+        tools: dict[str, Tool],
+        approvals: Approvals,
+        providers: Providers,
+        trash: Path,
+        store: Store,
     ) -> None:
         self.tools = tools
         self.approvals = approvals
         self.providers = providers
         self.trash = trash
+        self.store = store
+        self.log = get_logger("foya.tools")
 
     def schemas(self) -> list[dict[str, Any]]:
         """The tools as Chat Completions function definitions."""
@@ -48,7 +83,27 @@ class ToolRunner:
         running: dict[str, asyncio.Task[ToolResult]],
     ) -> None:
         """Execute `call` and emit `tool_end` and the tool's `message_end`."""
-        result = await self._execute(session, row, cwd, call, emit, running)
+        intent = _Intent()
+        try:
+            await self._run(session, row, cwd, call, emit, running, intent)
+        finally:
+            if intent.journal is not None and not intent.recorded:
+                try:
+                    await settled(self._undo(intent))
+                except Exception as exc:  # the journal stays: the next start rolls it back
+                    self.log.error("could not take back an unrecorded file change", error=str(exc))
+
+    async def _run(
+        self,
+        session: str,
+        row: dict[str, Any],
+        cwd: Path,
+        call: dict[str, Any],
+        emit: Emit,
+        running: dict[str, asyncio.Task[ToolResult]],
+        intent: _Intent,
+    ) -> None:
+        result = await self._execute(session, row, cwd, call, emit, running, intent)
         end: dict[str, Any] = {"id": call["id"], "name": call["name"], "output": result.output}
         message: dict[str, Any] = {
             "role": "tool",
@@ -65,7 +120,40 @@ class ToolRunner:
         if result.file_change:
             message["file_change"] = result.file_change
         await emit(k.TOOL_END, end)
-        await emit(k.MESSAGE_END, message, result.blobs)
+        journal = intent.journal if result.file_change else None
+        # Not cancellable half-way: whether the change got recorded must be known here.
+        await settled(emit(k.MESSAGE_END, message, result.blobs, journal=journal))
+        intent.recorded = journal is not None
+
+    def _intend(self, session: str, intent: _Intent) -> Callable[[FileIntent], Awaitable[None]]:
+        """The tools' `intend`: journal the change durably before it is made."""
+
+        async def intend(change: FileIntent) -> None:
+            file = JournalFile(
+                str(change.path),
+                _image(change.before, change.before_mode),
+                _image(change.after, change.after_mode),
+                TOOL_CHANGE,
+            )
+            pending = asyncio.ensure_future(self.store.begin_restore(session, 0, [file]))
+            try:
+                await settled(pending)
+            except FoyaError as exc:
+                raise ToolError(
+                    f"the change could not be recorded, so it was not made: {exc}"
+                ) from None
+            finally:
+                if pending.done() and not pending.cancelled() and pending.exception() is None:
+                    intent.journal, intent.file = pending.result(), file
+
+        return intend
+
+    async def _undo(self, intent: _Intent) -> None:
+        """Take back a change no committed event records, then forget its journal."""
+        assert intent.journal is not None and intent.file is not None
+        for path in await asyncio.to_thread(roll_back, [intent.file]):
+            self.log.error("left a file alone: it changed again after the tool", path=path)
+        await self.store.finish_journal(intent.journal)
 
     async def _execute(
         self,
@@ -75,13 +163,14 @@ class ToolRunner:
         call: dict[str, Any],
         emit: Emit,
         running: dict[str, asyncio.Task[ToolResult]],
+        intent: _Intent,
     ) -> ToolResult:
         tool = self.tools.get(call["name"])
         if tool is None:
             return ToolResult(f"unknown tool {call['name']!r}", is_error=True)
         if call.get("invalid"):
             return ToolResult("the tool arguments are not a JSON object", is_error=True)
-        ctx = ToolContext(cwd, self.trash)
+        ctx = ToolContext(cwd, self.trash, self._intend(session, intent))
         args = call["input"]
         try:
             resource = tool.resource(args, ctx)

@@ -5,6 +5,12 @@ Every path is relative to the workspace root. A path that is absolute, climbs ou
 leads out through a symbolic link is `invalid_workspace_path`. Files are opened first and the
 opened descriptor's real path is checked (via /proc/self/fd), so a link swapped in after the
 check still cannot lead outside.
+
+Foya's own data and secrets (`ProtectedPaths`: the data dir but its managed workspaces, `~/.foya`,
+the TLS key and certificate, the token digest file) are never listed into or read, whatever
+workspace contains them, reached directly, through `..` or through a link: 400
+`invalid_workspace_path` (the reference's code for a path the workspace will not serve), with a
+message that says the path is protected. `files` leaves them out.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from typing import Any
 
 from app.errors import BadRequest, FoyaError, NotFound
 from app.events import iso_time
+from app.files import ProtectedPaths
 from app.kernel.sessions import Sessions
 
 MAX_LISTED = 5000
@@ -29,6 +36,13 @@ SKIPPED_DIRS = frozenset({".git"})
 
 class InvalidWorkspacePath(BadRequest):
     code = "invalid_workspace_path"
+
+
+def _refuse_protected(rel: str, real: Path, protected: ProtectedPaths) -> None:
+    if protected.covers(real):
+        raise InvalidWorkspacePath(
+            f"path: {rel!r} is protected (Foya's data directory and secrets are never served)"
+        )
 
 
 class WorkspaceFileNotFound(NotFound):
@@ -48,8 +62,9 @@ class RawFile:
     media_type: str
 
 
-def _resolve(root: Path, rel: str, *, allow_root: bool = False) -> Path:
-    """`rel` inside `root`, symlinks resolved; `InvalidWorkspacePath` if it leads elsewhere."""
+def _resolve(root: Path, rel: str, protected: ProtectedPaths, *, allow_root: bool = False) -> Path:
+    """`rel` inside `root`, symlinks resolved; `InvalidWorkspacePath` if it leads elsewhere
+    or to a protected path."""
     if "\x00" in rel or (rel and (rel.startswith("/") or Path(rel).is_absolute())):
         raise InvalidWorkspacePath("path: must be relative to the workspace")
     if not rel and not allow_root:
@@ -58,6 +73,7 @@ def _resolve(root: Path, rel: str, *, allow_root: bool = False) -> Path:
     target = (real_root / rel).resolve()
     if not target.is_relative_to(real_root):
         raise InvalidWorkspacePath(f"path: {rel!r} is outside the workspace")
+    _refuse_protected(rel, target, protected)
     return target
 
 
@@ -76,9 +92,9 @@ def _entry(root: Path, path: Path, st: os.stat_result) -> dict[str, Any]:
     }
 
 
-def listing(root: Path, rel: str = "") -> dict[str, Any]:
+def listing(root: Path, rel: str, protected: ProtectedPaths) -> dict[str, Any]:
     """The entries of one directory (default: the root), directories first."""
-    directory = _resolve(root, rel, allow_root=True)
+    directory = _resolve(root, rel, protected, allow_root=True)
     if not directory.is_dir():
         raise WorkspaceFileNotFound(f"{rel or '.'} is not a directory in the workspace")
     entries = []
@@ -100,17 +116,22 @@ def listing(root: Path, rel: str = "") -> dict[str, Any]:
     }
 
 
-def files(root: Path) -> dict[str, Any]:
-    """Every regular file under the root (not following links, skipping .git), sorted."""
+def files(root: Path, protected: ProtectedPaths) -> dict[str, Any]:
+    """Every regular file under the root (not following links, skipping .git and protected
+    paths), sorted."""
     real_root = root.resolve()
+    rule = protected.resolved()
     out: list[str] = []
     truncated = False
     if real_root.is_dir():
         for dirpath, dirnames, filenames in os.walk(real_root):
-            dirnames[:] = sorted(d for d in dirnames if d not in SKIPPED_DIRS)
+            here = Path(dirpath)
+            dirnames[:] = sorted(
+                d for d in dirnames if d not in SKIPPED_DIRS and not rule.holds(here / d)
+            )
             for name in filenames:
-                path = Path(dirpath) / name
-                if path.is_symlink() or not path.is_file():
+                path = here / name
+                if path.is_symlink() or not path.is_file() or rule.holds(path):
                     continue
                 out.append(path.relative_to(real_root).as_posix())
             if len(out) >= MAX_LISTED:
@@ -120,9 +141,9 @@ def files(root: Path) -> dict[str, Any]:
     return {"root": str(root), "files": out[:MAX_LISTED], "truncated": truncated}
 
 
-def _read(root: Path, rel: str, limit: int) -> tuple[bytes, int]:
+def _read(root: Path, rel: str, limit: int, protected: ProtectedPaths) -> tuple[bytes, int]:
     """(up to `limit` bytes, full size) of a regular file inside the workspace."""
-    path = _resolve(root, rel)
+    path = _resolve(root, rel, protected)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except (FileNotFoundError, NotADirectoryError):
@@ -133,6 +154,7 @@ def _read(root: Path, rel: str, limit: int) -> tuple[bytes, int]:
         real = Path(os.readlink(f"/proc/self/fd/{fd}"))
         if not real.is_relative_to(root.resolve()):
             raise InvalidWorkspacePath(f"path: {rel!r} is outside the workspace")
+        _refuse_protected(rel, real, protected)
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise InvalidWorkspacePath(f"path: {rel!r} is not a regular file")
@@ -142,9 +164,9 @@ def _read(root: Path, rel: str, limit: int) -> tuple[bytes, int]:
         os.close(fd)
 
 
-def text(root: Path, rel: str) -> dict[str, Any]:
+def text(root: Path, rel: str, protected: ProtectedPaths) -> dict[str, Any]:
     """A file as JSON: its text (first MiB) or, for non-UTF-8 content, only its metadata."""
-    data, size = _read(root, rel, MAX_TEXT)
+    data, size = _read(root, rel, MAX_TEXT, protected)
     media_type = mimetypes.guess_type(rel)[0] or "application/octet-stream"
     out: dict[str, Any] = {"path": rel, "size": size, "media_type": media_type}
     content = _utf8(data, cut=size > MAX_TEXT)
@@ -165,9 +187,9 @@ def _utf8(data: bytes, *, cut: bool) -> str | None:
     return None
 
 
-def raw(root: Path, rel: str) -> RawFile:
+def raw(root: Path, rel: str, protected: ProtectedPaths) -> RawFile:
     """A file's bytes and media type (`media=1`), up to `MAX_RAW`."""
-    data, size = _read(root, rel, MAX_RAW + 1)
+    data, size = _read(root, rel, MAX_RAW + 1, protected)
     if size > MAX_RAW:
         raise FileTooLarge(f"{rel} is larger than {MAX_RAW // (1024 * 1024)} MiB")
     return RawFile(data, mimetypes.guess_type(rel)[0] or "application/octet-stream")
@@ -176,20 +198,21 @@ def raw(root: Path, rel: str) -> RawFile:
 class Workspaces:
     """The routes' entry: finds a session's workspace, then works off the event loop."""
 
-    def __init__(self, sessions: Sessions) -> None:
+    def __init__(self, sessions: Sessions, protected: ProtectedPaths | None = None) -> None:
         self.sessions = sessions
+        self.protected = protected or ProtectedPaths()
 
     async def _root(self, session: str) -> Path:
         return self.sessions.workspace(await self.sessions.row(session))
 
     async def listing(self, session: str, path: str = "") -> dict[str, Any]:
-        return await asyncio.to_thread(listing, await self._root(session), path)
+        return await asyncio.to_thread(listing, await self._root(session), path, self.protected)
 
     async def files(self, session: str) -> dict[str, Any]:
-        return await asyncio.to_thread(files, await self._root(session))
+        return await asyncio.to_thread(files, await self._root(session), self.protected)
 
     async def text(self, session: str, path: str) -> dict[str, Any]:
-        return await asyncio.to_thread(text, await self._root(session), path)
+        return await asyncio.to_thread(text, await self._root(session), path, self.protected)
 
     async def raw(self, session: str, path: str) -> RawFile:
-        return await asyncio.to_thread(raw, await self._root(session), path)
+        return await asyncio.to_thread(raw, await self._root(session), path, self.protected)

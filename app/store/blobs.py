@@ -70,11 +70,22 @@ def require(conn: sqlite3.Connection, keys: Iterable[str | None]) -> None:
             raise BlobMissing(f"blob {key} is not stored")
 
 
-def collect_garbage(conn: sqlite3.Connection) -> int:
-    """Delete blobs no file change or rewind journal references; return how many."""
+def collect_garbage(conn: sqlite3.Connection, candidates: Iterable[str] | None = None) -> int:
+    """Delete blobs no file change or rewind journal references (only among `candidates` when
+    given); return how many."""
+    if candidates is not None:
+        wanted = sorted(candidates)
+        if not wanted:
+            return 0
+        marks = ",".join("?" * len(wanted))
+        return _delete_unreferenced(conn, f"hash IN ({marks}) AND ", wanted)
+    return _delete_unreferenced(conn, "", [])
+
+
+def _delete_unreferenced(conn: sqlite3.Connection, where: str, args: list[str]) -> int:
     cur = conn.execute(
-        """
-        DELETE FROM file_blobs WHERE hash NOT IN (
+        f"""
+        DELETE FROM file_blobs WHERE {where}hash NOT IN (
             SELECT before_blob_hash FROM file_changes WHERE before_blob_hash IS NOT NULL
             UNION SELECT after_blob_hash FROM file_changes WHERE after_blob_hash IS NOT NULL
             UNION SELECT original_blob_hash FROM file_rewind_journal_files
@@ -82,6 +93,7 @@ def collect_garbage(conn: sqlite3.Connection) -> int:
             UNION SELECT target_blob_hash FROM file_rewind_journal_files
                 WHERE target_blob_hash IS NOT NULL
         )
-        """
+        """,
+        args,
     )
     return cur.rowcount

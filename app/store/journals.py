@@ -1,10 +1,13 @@
-"""Durable rewind journals: how a multi-file restore survives a crash half-way.
+"""Durable file journals: how a multi-file restore, or one tool's file change, survives a crash.
 
 Protocol: (1) `create` records every file's original and target image (blobs) in one
-transaction; (2) files are written; (3) `history_rewound` is appended and the journal deleted in
-one transaction. A journal still present at startup means step 3 never committed, so recovery
-puts every file back to its original image (idempotent) and deletes the journal: history and
-files then agree again.
+transaction; (2) files are written; (3) the event that records it (`history_rewound`, the review
+event, or the tool's `message_end`) is appended and the journal deleted in one transaction. A
+journal still present at startup means step 3 never committed, so recovery puts every file that
+is exactly its target image back to its original image (idempotent) and deletes the journal:
+history and files then agree again.
+
+A tool's change is a one-file journal whose action is `TOOL_CHANGE` (target_user_seq 0).
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ import sqlite3
 from dataclasses import dataclass
 
 from app.store import blobs
+
+TOOL_CHANGE = "tool_change"  # the action of a tool's one-file journal (write, edit, delete)
 
 
 @dataclass(frozen=True)
@@ -42,6 +47,11 @@ class Journal:
     session: str
     target_user_seq: int
     files: list[JournalFile]
+
+    @property
+    def tool_change(self) -> bool:
+        """Whether this journals a tool's file change (not a rewind or review restore)."""
+        return bool(self.files) and all(f.action == TOOL_CHANGE for f in self.files)
 
 
 def _store(conn: sqlite3.Connection, image: FileImage) -> str | None:
@@ -121,7 +131,25 @@ def _image(
         return None
 
 
-def finish(conn: sqlite3.Connection, journal: int) -> None:
-    """Forget a journal (its rewind committed, or recovery rolled it back)."""
+def finish(conn: sqlite3.Connection, journal: int, *, recorded: bool = False) -> None:
+    """Forget a journal (its event committed, or recovery rolled it back), and the blobs only it
+    referenced. A tool change `recorded` by its event has nothing to collect (the file change
+    references both images): skipping the sweep matters, as that is every file tool call."""
+    (tools, total) = conn.execute(
+        "SELECT count(*) FILTER (WHERE action = ?), count(*) FROM file_rewind_journal_files"
+        " WHERE journal_id = ?",
+        (TOOL_CHANGE, journal),
+    ).fetchone()
+    hashes = {
+        h
+        for row in conn.execute(
+            "SELECT original_blob_hash, target_blob_hash FROM file_rewind_journal_files"
+            " WHERE journal_id = ?",
+            (journal,),
+        )
+        for h in row
+        if h is not None
+    }
     conn.execute("DELETE FROM file_rewind_journals WHERE id = ?", (journal,))
-    blobs.collect_garbage(conn)
+    if not (recorded and tools == total > 0):
+        blobs.collect_garbage(conn, hashes)

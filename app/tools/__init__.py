@@ -1,5 +1,6 @@
 """Agent tools: bash, read, write, edit, delete. Each knows its name, schema, action and effect."""
 
+from app.files import ProtectedPaths
 from app.tools.base import Tool, ToolError, ToolResult
 from app.tools.bash import Bash
 from app.tools.files import Delete, Edit, Read, Write
@@ -7,7 +8,13 @@ from app.tools.files import Delete, Edit, Read, Write
 __all__ = ["Tool", "ToolError", "ToolResult", "registry"]
 
 
-def registry() -> dict[str, Tool]:
-    """The tools offered to the model, by name."""
-    tools: list[Tool] = [Bash(), Read(), Write(), Edit(), Delete()]
+def registry(protected: ProtectedPaths | None = None) -> dict[str, Tool]:
+    """The tools offered to the model, by name. File tools refuse the `protected` paths."""
+    tools: list[Tool] = [
+        Bash(),
+        Read(protected),
+        Write(protected),
+        Edit(protected),
+        Delete(protected),
+    ]
     return {t.name: t for t in tools}

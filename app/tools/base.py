@@ -1,17 +1,28 @@
-"""The tool protocol and what file tools share: path resolution and change records."""
+"""The tool protocol and what file tools share: path resolution, change records, and the
+crash-safe way a change reaches the disk.
+
+A file tool never changes a file in place. It computes the new image, tells the kernel through
+`ToolContext.intend` (which stores the before- and after-image durably and returns only then),
+and only then replaces the file: temp file in the same directory, fsync, rename. The kernel
+forgets the intent in the very transaction that records the change, so an intent still stored
+at the next start means the change was never recorded and is rolled back (kernel.recovery).
+"""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
-import os
 import stat
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypeVar
 
+from app.files import ProtectedPaths
 from app.textdiff import unified
 
 Action = Literal["read", "write", "delete", "execute"]
+T = TypeVar("T")
 
 
 class ToolError(Exception):
@@ -30,11 +41,28 @@ class ToolResult:
 
 
 @dataclass(frozen=True)
+class FileIntent:
+    """A change a tool is about to make to `path` (absent images are None)."""
+
+    path: Path
+    before: bytes | None
+    before_mode: int | None
+    after: bytes | None
+    after_mode: int | None
+
+
+async def _no_intent(intent: FileIntent) -> None:
+    return None
+
+
+@dataclass(frozen=True)
 class ToolContext:
-    """Where a tool runs: the session's working directory and the kernel's trash."""
+    """Where a tool runs: the session's working directory, the kernel's trash, and where a
+    file tool announces a change before making it (awaited: durable when it returns)."""
 
     cwd: Path
     trash: Path
+    intend: Callable[[FileIntent], Awaitable[None]] = _no_intent
 
 
 class Tool(Protocol):
@@ -111,9 +139,27 @@ def change(
     return record, blobs, unified(str(path), before, after).text
 
 
-def write_file(path: Path, data: bytes, mode: int) -> None:
-    """Write `data` to `path` (creating parents), then set its permission bits."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "wb") as f:
-        f.write(data)
-    os.chmod(path, mode)
+def refuse_protected(path: Path, protected: ProtectedPaths) -> None:
+    """`ToolError` if resolved `path` is one of Foya's own files (data dir, secrets)."""
+    if protected.covers(path):
+        raise ToolError(
+            f"{path} is protected: Foya's data directory and secrets are never read or changed "
+            "by tools"
+        )
+
+
+async def settled(work: Awaitable[T]) -> T:
+    """Await `work` to its end even if cancelled meanwhile, then let the cancellation through.
+
+    A thread or a store write cannot be interrupted: returning early would let a caller's
+    cleanup run while the file or the row is still being written."""
+    task = asyncio.ensure_future(work)
+    interrupted = False
+    while not task.done():
+        try:
+            await asyncio.wait({task})
+        except asyncio.CancelledError:
+            interrupted = True
+    if interrupted:
+        raise asyncio.CancelledError
+    return task.result()

@@ -1,27 +1,42 @@
-"""File tools: `read`, `write`, `edit` and `delete`. Changes are recorded as FileChanges."""
+"""File tools: `read`, `write`, `edit` and `delete`. Changes are recorded as FileChanges.
+
+Every change goes through `_apply` (see app.tools.base): announced to the kernel first, then
+made atomically (write, edit: temp file + fsync + rename, the mode and owner of an existing file
+kept, a new file's mode from the umask; delete: a move to the trash). A write that fails
+half-way (disk full, file-size limit, kill -9) leaves the old file whole.
+
+Foya's own data and secrets (`ProtectedPaths`) are refused by every file tool, before any
+approval is asked. `bash` cannot be policed that way: a command can read anything the
+kernel's user can.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from app.failpoints import failpoint
+from app.files import ProtectedPaths, new_file_mode, owner_of, replace_atomic
 from app.tools.base import (
     Action,
+    FileIntent,
     ToolContext,
     ToolError,
     ToolResult,
     change,
     read_image,
+    refuse_protected,
     resolve,
     schema,
-    write_file,
+    settled,
 )
 
 MAX_READ = 256 * 1024
 PROTECTED = (".git", ".foya", ".agents")
-DEFAULT_MODE = 0o644
 
 
 def _path(args: dict[str, Any], ctx: ToolContext) -> Path:
@@ -44,16 +59,56 @@ def _text(data: bytes, path: Path) -> str:
         raise ToolError(f"{path} is not a UTF-8 text file") from None
 
 
+def _put(path: Path, data: bytes, mode: int) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    replace_atomic(path, data, mode=mode, owner=owner_of(path), point="tool_write_staged")
+
+
+def _to_trash(path: Path, trash: Path) -> None:
+    trash.mkdir(parents=True, exist_ok=True, mode=0o700)
+    shutil.move(path, trash / f"{time.time_ns()}-{path.name}")
+
+
+async def _apply(
+    ctx: ToolContext,
+    path: Path,
+    before: tuple[bytes | None, int | None],
+    after: tuple[bytes | None, int | None],
+    effect: Callable[[], None],
+) -> tuple[dict[str, Any], dict[str, bytes], str]:
+    """Announce the change (durably), make it, and return its record, blobs and diff."""
+    record = change(path, *before, *after)
+    await ctx.intend(FileIntent(path, *before, *after))
+
+    def run() -> None:
+        effect()
+        failpoint("tool_file_changed")  # changed on disk, not yet recorded
+
+    await settled(asyncio.to_thread(run))
+    return record
+
+
 class _FileTool:
-    """What file tools share: the action they need approval for, and the path they touch."""
+    """What file tools share: the action they need approval for, the path they touch, and
+    the paths they must never touch."""
 
     kind: Action = "read"
+
+    def __init__(self, protected: ProtectedPaths | None = None) -> None:
+        self.protected = protected or ProtectedPaths()
 
     def action(self, args: dict[str, Any]) -> Action:
         return self.kind
 
     def resource(self, args: dict[str, Any], ctx: ToolContext) -> Path | None:
-        return _path(args, ctx)
+        path = _path(args, ctx)
+        refuse_protected(path, self.protected)
+        return path
+
+    def _target(self, args: dict[str, Any], ctx: ToolContext) -> Path:
+        path = self.resource(args, ctx)
+        assert path is not None
+        return path
 
 
 class Read(_FileTool):
@@ -69,7 +124,7 @@ class Read(_FileTool):
     )
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        path = _path(args, ctx)
+        path = self._target(args, ctx)
         data, _ = read_image(path)
         if data is None:
             raise ToolError(f"{path} does not exist")
@@ -91,14 +146,16 @@ class Write(_FileTool):
     )
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        path = _path(args, ctx)
+        path = self._target(args, ctx)
         content = args.get("content")
         if not isinstance(content, str):
             raise ToolError("content: a string is required")
         before, mode = read_image(path)
         after = content.encode()
-        write_file(path, after, mode or DEFAULT_MODE)
-        record, blobs, diff = change(path, before, mode, after, mode or DEFAULT_MODE)
+        after_mode = mode if mode is not None else new_file_mode()
+        record, blobs, diff = await _apply(
+            ctx, path, (before, mode), (after, after_mode), lambda: _put(path, after, after_mode)
+        )
         verb = "updated" if before is not None else "created"
         return ToolResult(f"{verb} {path} ({len(after)} bytes)", False, record, blobs, diff)
 
@@ -121,7 +178,7 @@ class Edit(_FileTool):
     )
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        path = _path(args, ctx)
+        path = self._target(args, ctx)
         old, new = args.get("old_string"), args.get("new_string")
         if not isinstance(old, str) or not old or not isinstance(new, str):
             raise ToolError("old_string (non-empty) and new_string must be strings")
@@ -136,8 +193,9 @@ class Edit(_FileTool):
             raise ToolError(f"old_string occurs {count} times; pass replace_all or add context")
         after = text.replace(old, new).encode()
         assert mode is not None
-        write_file(path, after, mode)
-        record, blobs, diff = change(path, before, mode, after, mode)
+        record, blobs, diff = await _apply(
+            ctx, path, (before, mode), (after, mode), lambda: _put(path, after, mode)
+        )
         return ToolResult(f"edited {path} ({count} replacement(s))", False, record, blobs, diff)
 
 
@@ -151,21 +209,23 @@ class Delete(_FileTool):
     kind: Action = "delete"
 
     def resource(self, args: dict[str, Any], ctx: ToolContext) -> Path | None:
-        return _entry(args, ctx)
+        path = _entry(args, ctx)
+        refuse_protected(path, self.protected)
+        return path
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        path = _entry(args, ctx)
+        path = self._target(args, ctx)
         root = ctx.cwd.resolve()
         parts = path.relative_to(root).parts if path.is_relative_to(root) else path.parts
         if any(part in PROTECTED for part in parts):
             raise ToolError(f"{path} is protected ({', '.join(PROTECTED)} are never deleted)")
-        ctx.trash.mkdir(parents=True, exist_ok=True, mode=0o700)
         if path.is_symlink():  # the link goes to the trash, never its target
-            shutil.move(path, ctx.trash / f"{time.time_ns()}-{path.name}")
+            _to_trash(path, ctx.trash)
             return ToolResult(f"moved the symbolic link {path} to the trash")
         before, mode = read_image(path)
         if before is None:
             raise ToolError(f"{path} does not exist")
-        shutil.move(path, ctx.trash / f"{time.time_ns()}-{path.name}")
-        record, blobs, diff = change(path, before, mode, None, None)
+        record, blobs, diff = await _apply(
+            ctx, path, (before, mode), (None, None), lambda: _to_trash(path, ctx.trash)
+        )
         return ToolResult(f"moved {path} to the trash", False, record, blobs, diff)
