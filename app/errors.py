@@ -2,6 +2,14 @@
 
 One handler in `app.http.errors` renders them as `{"code", "message"}`; nothing else formats errors.
 Messages are written for the user and must never contain secrets.
+
+The families here (kernel modules subclass them with their own codes):
+
+- `BadRequest` 400 `bad_request`, `NotFound` 404 `not_found`, `Conflict` 409 `conflict`
+- `PayloadTooLarge` 413 `payload_too_large`: a request body over the limit
+- `InsufficientStorage` 507 `insufficient_storage`: the disk (or SQLite's size cap) is full;
+  `app.store.db` maps SQLITE_FULL to it and `app.http.errors` maps `OSError(ENOSPC)`
+- `Unavailable` 503 `unavailable`
 """
 
 from __future__ import annotations
@@ -39,6 +47,16 @@ class NotFound(FoyaError):
 class Conflict(FoyaError):
     status = 409
     code = "conflict"
+
+
+class PayloadTooLarge(FoyaError):
+    status = 413
+    code = "payload_too_large"
+
+
+class InsufficientStorage(FoyaError):
+    status = 507
+    code = "insufficient_storage"
 
 
 class Unavailable(FoyaError):

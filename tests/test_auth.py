@@ -1,5 +1,6 @@
-"""Bearer auth over TCP (reference §4): only exact `GET /healthz` is open, everything else needs
-a token whose SHA-256 matches the configured digest."""
+"""Bearer auth over TCP (reference §4): only exact `GET /healthz` (and `HEAD /healthz`, the same
+probe without a body) is open, everything else needs a token whose SHA-256 matches the
+configured digest."""
 
 from __future__ import annotations
 
@@ -46,7 +47,7 @@ def test_route_enumeration_sees_the_system_routes(tmp_path: Path, digest: str) -
         assert expected in endpoints
 
 
-def test_every_route_needs_a_token_except_get_healthz(
+def test_every_route_needs_a_token_except_the_healthz_probe(
     tcp_kernel: Kernel, tmp_path: Path, token: str, digest: str
 ) -> None:
     endpoints = concrete_endpoints(tmp_path, digest)
@@ -57,6 +58,9 @@ def test_every_route_needs_a_token_except_get_healthz(
             if (method, path) == ("GET", "/healthz"):
                 assert response.status_code == 200
                 assert response.text == "ok"
+                assert_security_headers(response)
+            elif (method, path) == ("HEAD", "/healthz"):
+                assert response.status_code == 200
                 assert_security_headers(response)
             else:
                 assert_unauthorized(response, head=method == "HEAD")
@@ -73,10 +77,19 @@ def test_unknown_paths_need_a_token(tcp_kernel: Kernel, method: str, path: str) 
         assert_unauthorized(client.request(method, path))
 
 
-@pytest.mark.parametrize("method", ["POST", "PUT", "DELETE", "HEAD"])
-def test_only_get_healthz_is_exempt(tcp_kernel: Kernel, method: str) -> None:
+@pytest.mark.parametrize("method", ["POST", "PUT", "DELETE", "PATCH"])
+def test_only_the_healthz_probe_is_exempt(tcp_kernel: Kernel, method: str) -> None:
     with tcp_kernel.client() as client:
-        assert_unauthorized(client.request(method, "/healthz"), head=method == "HEAD")
+        assert_unauthorized(client.request(method, "/healthz"))
+
+
+def test_head_healthz_is_open_and_200(tcp_kernel: Kernel) -> None:
+    """The probe without a body: no token needed, 200, no body (it was 401)."""
+    with tcp_kernel.client() as client:
+        response = client.head("/healthz")
+    assert response.status_code == 200, response.headers
+    assert response.content == b""
+    assert_security_headers(response)
 
 
 def test_healthz_with_a_token_is_200(tcp_kernel: Kernel, token: str) -> None:

@@ -10,6 +10,7 @@ import json
 import stat
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -25,8 +26,8 @@ from fake_provider import (
     only,
     payloads,
 )
-from helpers import free_port
-from streams_helpers import assert_error
+from helpers import Launcher, free_port
+from streams_helpers import assert_error, unix_kernel
 
 CONNECTION_KEYS = {
     "id",
@@ -329,3 +330,177 @@ def test_patch_with_null_never_breaks_the_connection(
     finally:
         # Remove what a failure left behind so the module's other tests keep working.
         client.delete(f"/connections/{created['id']}")
+
+
+# ------------------------------------------------------------------- conformance (issue 12)
+
+
+@pytest.mark.parametrize("field", ["sort_order", "name", "type", "base_url", "api_key", "models"])
+def test_create_with_null_is_201_and_stores_nothing_bad(client: httpx.Client, field: str) -> None:
+    """`null` means "not given" (it was a 500 for sort_order, and stored for the others, after
+    which every GET /connections answered 500)."""
+    response = client.post("/connections", json={"name": "nulls", field: None})
+    assert response.status_code == 201, response.text
+    created = response.json()
+    try:
+        assert set(created) == CONNECTION_KEYS
+        assert all(created[k] is not None for k in CONNECTION_KEYS)
+        assert listed(client)[created["id"]] == created
+    finally:
+        client.delete(f"/connections/{created['id']}")
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"base_url": "nonsense"},
+        {"base_url": "ftp://127.0.0.1/v1"},
+        {"base_url": "http://ü.example/v1"},
+        {"base_url": "http://127.0.0.1:99999/v1"},
+        {"base_url": "http:///v1"},
+        {"base_url": "http://user:pw@127.0.0.1/v1"},
+        {"base_url": "http://127.0.0.1/ v1"},
+        {"api_key": "sk-é"},
+        {"api_key": "sk-\nInjected: header"},
+        {"model_settings": {"m": {"context_window": 10, "max_output_tokens": 11}}},
+        {"model_settings": {"m": {"context_window": -1}}},
+        {"model_settings": {"m": {"context_window": 2**63}}},
+        {"sort_order": 2**63},
+        {"kind": "anthropic"},
+    ],
+)
+def test_invalid_fields_are_400_on_create_and_patch(
+    agent: Agent, client: httpx.Client, fields: dict[str, Any]
+) -> None:
+    before = listed(client)
+    assert_error(client.post("/connections", json={"name": "bad", **fields}), 400, "bad_request")
+    created = connect(client, agent.fake, name="patch-target")
+    try:
+        response = client.patch(f"/connections/{created['id']}", json=fields)
+        assert_error(response, 400, "bad_request")
+        assert listed(client)[created["id"]] == created
+    finally:
+        client.delete(f"/connections/{created['id']}")
+    assert listed(client) == before
+
+
+@pytest.mark.parametrize(
+    "query", ["refresh=false&=null", "refresh=false&x=%C3%A9t%C3%A9", "=&refresh=true&%E2%82%AC=1"]
+)
+def test_models_with_odd_queries_never_500(agent: Agent, client: httpx.Client, query: str) -> None:
+    """Empty names and non-ASCII in the query string of GET …/models (they were 500s)."""
+    created = connect(client, agent.fake, models=[])
+    try:
+        response = client.get(f"/connections/{created['id']}/models?{query}")
+        assert response.status_code == 200, response.text
+        assert response.json()["models"] == sorted(agent.fake.models)
+    finally:
+        client.delete(f"/connections/{created['id']}")
+
+
+def test_sort_order_is_a_position_and_the_first_language_one_is_the_default(
+    agent: Agent, client: httpx.Client
+) -> None:
+    """Positions are 0..n-1 over all connections; creating or PATCHing with a sort_order moves
+    the connection there; with no language default set, a new session gets the first language
+    connection in that order (Foya: SetConnections / UpdateConnection)."""
+    assert client.put("/settings/default-models", json={}).status_code == 200
+    made = []
+    try:
+        image = client.post("/connections", json={"name": "img", "type": "image", "sort_order": 0})
+        assert image.status_code == 201, image.text
+        made.append(image.json()["id"])
+        first = connect(client, agent.fake, name="first-lang", models=["m-first"], sort_order=1)
+        made.append(first["id"])
+        last = connect(client, agent.fake, name="last-lang", models=["m-last"])
+        made.append(last["id"])
+
+        ordered = client.get("/connections").json()
+        assert [c["sort_order"] for c in ordered] == list(range(len(ordered)))
+        ids = [c["id"] for c in ordered]
+        assert ids[:2] == [made[0], first["id"]] and ids[-1] == last["id"]
+        session = client.post("/sessions", json={}).json()
+        assert (session["connection_id"], session["model"]) == (first["id"], "m-first")
+
+        moved = client.patch(f"/connections/{last['id']}", json={"sort_order": -5})
+        assert moved.status_code == 200 and moved.json()["sort_order"] == 0
+        ordered = client.get("/connections").json()
+        assert [c["id"] for c in ordered][:3] == [last["id"], made[0], first["id"]]
+        assert [c["sort_order"] for c in ordered] == list(range(len(ordered)))
+        session = client.post("/sessions", json={}).json()
+        assert (session["connection_id"], session["model"]) == (last["id"], "m-last")
+
+        # A PATCH without sort_order keeps the position; a huge one moves it to the end.
+        client.patch(f"/connections/{last['id']}", json={"name": "renamed"})
+        assert client.get("/connections").json()[0]["id"] == last["id"]
+        client.patch(f"/connections/{last['id']}", json={"sort_order": 10**6})
+        assert client.get("/connections").json()[-1]["id"] == last["id"]
+    finally:
+        for cid in made:
+            client.delete(f"/connections/{cid}")
+
+
+def test_a_new_base_url_without_a_new_key_drops_the_key(agent: Agent, client: httpx.Client) -> None:
+    """The stored key is never sent to a host it was not given for (Foya keeps it)."""
+    created = connect(client, agent.fake)
+    cid = created["id"]
+    path = agent.data_dir / "connections.json"
+
+    def stored_key() -> str:
+        return str({c["id"]: c for c in json.loads(path.read_text())}[cid]["api_key"])
+
+    try:
+        same = client.patch(f"/connections/{cid}", json={"base_url": created["base_url"]})
+        assert same.json()["has_api_key"] is True, "an unchanged base_url keeps the key"
+        empty = client.patch(f"/connections/{cid}", json={"api_key": "", "name": ""})
+        assert empty.json()["has_api_key"] is True and empty.json()["name"] == created["name"]
+        assert stored_key() == API_KEY, '"" keeps the current value (Foya)'
+
+        moved = client.patch(f"/connections/{cid}", json={"base_url": "http://127.0.0.1:9/v1"})
+        assert moved.status_code == 200, moved.text
+        assert moved.json()["has_api_key"] is False
+        assert stored_key() == ""
+
+        back = client.patch(
+            f"/connections/{cid}", json={"base_url": agent.fake.base_url, "api_key": API_KEY}
+        )
+        assert back.json()["has_api_key"] is True and stored_key() == API_KEY
+    finally:
+        client.delete(f"/connections/{cid}")
+
+
+def test_bad_records_in_a_hand_edited_file_never_break_the_listing(
+    spawn: Launcher, short_dir: Path
+) -> None:
+    """One bad record must not make GET /connections (or the next write) fail: unusable records
+    are skipped with a log line, a lone surrogate is served as U+FFFD, odd types get defaults."""
+    data_dir = short_dir / "k"
+    data_dir.mkdir(mode=0o700)
+    good = {"id": "good", "name": "Good", "type": "language", "base_url": "http://127.0.0.1:9/v1"}
+    records = [
+        good,
+        {"id": "odd", "name": None, "sort_order": None, "models": "x", "model_settings": []},
+        {"id": "lone", "name": "\ud800", "type": "language"},
+        {"id": "badurl", "base_url": "http://é/v1", "api_key": "k"},
+        {"id": "badkey", "api_key": "clé"},
+        {"id": "badtype", "type": "audio"},
+        {"name": "no id"},
+        "not an object",
+    ]
+    text = json.dumps(records)  # ensure_ascii: the lone surrogate is written as the escape
+    assert "\\ud800" in text
+    (data_dir / "connections.json").write_text(text)
+    served = unix_kernel(spawn, short_dir, "k")
+    with served.client() as client:
+        response = client.get("/connections")
+        assert response.status_code == 200, response.text
+        by_id = {c["id"]: c for c in response.json()}
+        assert set(by_id) == {"good", "odd", "lone"}
+        assert by_id["lone"]["name"] == "\ufffd"
+        assert by_id["odd"]["name"] == "odd" and by_id["odd"]["models"] == []
+        assert [c["sort_order"] for c in response.json()] == [0, 1, 2]
+        created = client.post("/connections", json={"name": "after"})
+        assert created.status_code == 201, created.text
+        assert client.get("/connections").status_code == 200
+    skipped = [line for line in served.kernel.logs() if "skipped" in line.get("event", "")]
+    assert len(skipped) == 5, skipped

@@ -11,15 +11,17 @@ from starlette.types import ASGIApp
 
 from app import __version__
 from app.http.errors import install_error_handlers
+from app.http.guard import RequestGuard
 from app.http.middleware import BearerAuth, Observe
 from app.http.routes import artifacts, connections, files, projects, sessions, system, turns
+from app.http.sse import StreamSlots
 from app.kernel import Kernel
 
 Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
 
 
 def create_api(kernel: Kernel, *, token_sha256: str | None, lifespan: Lifespan | None) -> ASGIApp:
-    """The full stack: `Observe` → `BearerAuth` (TCP only) → FastAPI routes."""
+    """The full stack: `Observe` → `BearerAuth` (TCP only) → `RequestGuard` → FastAPI routes."""
     api = FastAPI(
         title="Foya kernel",
         version=__version__,
@@ -27,20 +29,31 @@ def create_api(kernel: Kernel, *, token_sha256: str | None, lifespan: Lifespan |
         docs_url=None,
         redoc_url=None,
     )
+    # Streams per client are capped on TCP only: the Unix socket's one client is its owner.
+    per_client = kernel.settings.max_streams_per_client
+    api.state.stream_slots = StreamSlots(per_client) if token_sha256 is not None else None
     install_error_handlers(api)
     _document_errors_truthfully(api)
     for module in (system, sessions, turns, files, artifacts, connections, projects):
         api.include_router(module.router(kernel))
-    app: ASGIApp = api
+    app: ASGIApp = RequestGuard(api, exempt=artifacts.is_upload)
     if token_sha256 is not None:
         app = BearerAuth(app, token_sha256)
     return Observe(app, kernel.metrics)
 
 
 def _document_errors_truthfully(api: FastAPI) -> None:
-    """FastAPI documents a 422 validation response on every route; ours answer 400
-    `{"code", "message"}` instead (app.http.errors), so the schema says that."""
+    """Make the generated schema say what the service does.
+
+    - FastAPI documents a 422 validation response on every route; ours answer 400
+      `{"code", "message"}` instead (app.http.errors).
+    - Any operation may answer another error (404, 409, 413, 502, 507, …), always as `Error`:
+      a `default` response says so.
+    - FastAPI's OpenAPI models hold numeric bounds as floats (2**63 becomes 9.2e18); integral
+      ones are written back as integers.
+    """
     generate = api.openapi
+    error = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
 
     def openapi() -> dict[str, Any]:
         if api.openapi_schema is None:
@@ -49,17 +62,8 @@ def _document_errors_truthfully(api: FastAPI) -> None:
                 for operation in operations.values():
                     responses = operation.get("responses", {})
                     if responses.pop("422", None) is not None:
-                        responses.setdefault(
-                            "400",
-                            {
-                                "description": "Invalid request",
-                                "content": {
-                                    "application/json": {
-                                        "schema": {"$ref": "#/components/schemas/Error"}
-                                    }
-                                },
-                            },
-                        )
+                        responses.setdefault("400", {"description": "Invalid request", **error})
+                    responses.setdefault("default", {"description": "An error", **error})
             schemas = schema.setdefault("components", {}).setdefault("schemas", {})
             schemas.pop("HTTPValidationError", None)
             schemas.pop("ValidationError", None)
@@ -68,7 +72,23 @@ def _document_errors_truthfully(api: FastAPI) -> None:
                 "required": ["code", "message"],
                 "properties": {"code": {"type": "string"}, "message": {"type": "string"}},
             }
-            api.openapi_schema = schema
+            api.openapi_schema = _integral_bounds(schema)
         return api.openapi_schema
 
     api.openapi = openapi  # type: ignore[method-assign]
+
+
+_BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
+
+
+def _integral_bounds(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {
+            k: int(v)
+            if k in _BOUNDS and isinstance(v, float) and v.is_integer()
+            else _integral_bounds(v)
+            for k, v in node.items()
+        }
+    if isinstance(node, list):
+        return [_integral_bounds(v) for v in node]
+    return node

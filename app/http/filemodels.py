@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from pydantic import BaseModel, StrictBool
 
-from app.http.models import Strict
+from app.http.models import NonNegative, Strict, one_of
 
 
 class Rewind(Strict):
     """Empty (or `confirm: false`) previews; a confirm repeats what the preview returned."""
 
     confirm: StrictBool = False
-    expected_head_seq: int | None = None
+    expected_head_seq: NonNegative | None = None
     expected_file_state: str | None = None
     force_file_keys: list[str] | None = None
 
@@ -41,8 +43,8 @@ class FileReview(BaseModel):
 
 
 class ResolveFileReview(Strict):
-    action: str
-    expected_through_seq: int
+    action: Annotated[str, one_of("keep", "undo")]
+    expected_through_seq: NonNegative
     expected_file_state: str
     force_file_keys: list[str] | None = None
 

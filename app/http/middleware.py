@@ -3,7 +3,8 @@
 Written as plain ASGI callables rather than FastAPI dependencies or `BaseHTTPMiddleware` so they
 cover every route, 404s and 405s included, and cost one function call each (DESIGN §7: a sync
 dependency halved throughput). `Observe` sits outside `BearerAuth` so 401s are counted, logged and
-carry the same headers as everything else.
+carry the same headers as everything else. It is also where an unexpected exception ends: logged
+once and answered 500 if nothing was sent yet, never re-raised to hypercorn (app.http.errors).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.http.errors import INTERNAL_ERROR, log_unexpected
 from app.logs import get_logger
 from app.metrics import Metrics
 
@@ -30,7 +32,8 @@ _UNAUTHORIZED_BODY = b'{"code":"unauthorized","message":"valid bearer token requ
 MIN_TOKEN_LENGTH = 32
 
 
-def _header(scope: Scope, name: bytes) -> bytes | None:
+def header(scope: Scope, name: bytes) -> bytes | None:
+    """The first value of request header `name` (lower-case), or None."""
     for key, value in scope["headers"]:
         if key == name:
             return bytes(value)
@@ -59,15 +62,16 @@ class Observe:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        given = _header(scope, b"x-request-id")
+        given = header(scope, b"x-request-id")
         request_id = given.decode() if given and _REQUEST_ID.fullmatch(given) else token_hex(16)
         status = 500
+        started = False
         start = time.perf_counter()
 
         async def send_with_headers(message: Message) -> None:
-            nonlocal status
+            nonlocal status, started
             if message["type"] == "http.response.start":
-                status = message["status"]
+                status, started = message["status"], True
                 headers = list(message.get("headers", []))
                 if not any(k.lower() == b"cache-control" for k, _ in headers):
                     headers.append((b"cache-control", b"no-store"))
@@ -79,6 +83,13 @@ class Observe:
         self.metrics.in_flight.inc()
         try:
             await self.app(scope, receive, send_with_headers)
+        except Exception as exc:
+            # Logged by the app's handler already when it got that far; never re-raised, so
+            # hypercorn does not log it a second time.
+            log_unexpected(exc, scope.get("path", ""))
+            if not started:
+                await send_with_headers(_json_start(500, len(INTERNAL_ERROR)))
+                await send({"type": "http.response.body", "body": INTERNAL_ERROR})
         finally:
             self.metrics.in_flight.dec()
             elapsed = time.perf_counter() - start
@@ -96,8 +107,20 @@ class Observe:
             )
 
 
+def _json_start(status: int, length: int) -> Message:
+    return {
+        "type": "http.response.start",
+        "status": status,
+        "headers": [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(length).encode()),
+        ],
+    }
+
+
 class BearerAuth:
-    """Bearer-token check for TCP listeners: only exact `GET /healthz` is exempt.
+    """Bearer-token check for TCP listeners: only exact `GET /healthz` (and its `HEAD`, the same
+    probe without a body) is exempt.
 
     The server holds only the token's SHA-256 hex digest and compares digests in constant time.
     """
@@ -129,11 +152,13 @@ class BearerAuth:
     @staticmethod
     def _exempt(scope: Scope) -> bool:
         return bool(
-            scope["type"] == "http" and scope["method"] == "GET" and scope["path"] == "/healthz"
+            scope["type"] == "http"
+            and scope["method"] in ("GET", "HEAD")
+            and scope["path"] == "/healthz"
         )
 
     def _authorized(self, scope: Scope) -> bool:
-        value = _header(scope, b"authorization")
+        value = header(scope, b"authorization")
         if value is None:
             return False
         scheme, _, token = value.partition(b" ")

@@ -1,10 +1,34 @@
-"""Request and response models of the wire surface (reference §1). Writes reject unknown fields."""
+"""Request and response models of the wire surface (reference §1). Writes reject unknown fields.
+
+Every integer a client sends is bounded to SQLite's INTEGER range (`SqlInt`, `NonNegative`): a
+larger one would raise OverflowError when bound to a statement, a 500 instead of a 400. String
+fields whose values the kernel checks with its own error code (`invalid_approval_mode`, …) are
+typed `str` but documented with their enum (`one_of`), so the OpenAPI schema says what is valid
+while an invalid value still reaches the kernel and gets that code.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+
+# SQLite INTEGER is a signed 64-bit integer. `lt=2**63` rather than `le=2**63 - 1`: FastAPI's
+# OpenAPI models hold bounds as floats, and 2**63 survives that round trip exactly.
+SQLITE_MIN = -(2**63)
+SQLITE_END = 2**63
+SqlInt = Annotated[int, Field(ge=SQLITE_MIN, lt=SQLITE_END)]
+NonNegative = Annotated[int, Field(ge=0, lt=SQLITE_END)]
+"""Event seqs, positions, token counts: 0 to 2**63 - 1."""
+
+
+def one_of(*values: str) -> WithJsonSchema:
+    """Document a `str` field as an enum without making pydantic enforce it."""
+    return WithJsonSchema({"type": "string", "enum": list(values)})
+
+
+ReasoningEffort = Annotated[str, one_of("", "low", "medium", "high")]
+ApprovalMode = Annotated[str, one_of("manual", "auto", "full_access")]
 
 
 class Strict(BaseModel):
@@ -20,9 +44,9 @@ class Strict(BaseModel):
 class CreateSession(Strict):
     connection_id: str | None = None
     model: str | None = None
-    reasoning_effort: str | None = None
+    reasoning_effort: ReasoningEffort | None = None
     project_id: str | None = None
-    approval_mode: str | None = None
+    approval_mode: ApprovalMode | None = None
 
 
 class UpdateSession(CreateSession):
@@ -32,7 +56,7 @@ class UpdateSession(CreateSession):
 
 class ForkSession(Strict):
     title: str | None = None
-    through_seq: int | None = None
+    through_seq: NonNegative | None = None
 
 
 class Session(BaseModel):
@@ -127,7 +151,7 @@ class Turn(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    message: str
+    message: str = ""
     skill_ref: str | None = None
     attachments: list[dict[str, Any]] | None = None
     browser_elements: list[dict[str, Any]] | None = None
@@ -152,24 +176,46 @@ class TurnAccepted(BaseModel):
 
 class UpdateQueueItem(Strict):
     message: str | None = None
-    position: int | None = None
+    position: NonNegative | None = None
 
 
 class Decision(Strict):
     request_id: str | None = None
-    decision: str
+    decision: Annotated[str, one_of("approved", "approved_for_session", "denied")]
+
+
+class ModelSettings(BaseModel):
+    """A model's settings on a connection; fields beyond these are kept as sent."""
+
+    model_config = ConfigDict(extra="allow")
+
+    context_window: NonNegative | None = None
+    max_input_tokens: NonNegative | None = None
+    max_output_tokens: NonNegative | None = None
+    image_input: bool | None = None
+    tool_calling: bool | None = None
+    reasoning_efforts: list[str] | None = None
 
 
 class ConnectionIn(Strict):
+    """A connection to create, or the fields to change (`null` means "not given")."""
+
     name: str | None = None
-    type: str | None = None
-    kind: str | None = None
-    auth_kind: str | None = None
-    base_url: str | None = None
-    api_key: str | None = None
+    type: Literal["language", "image", "video"] | None = None
+    kind: Literal["openai"] | None = None
+    auth_kind: Annotated[str, one_of("api_key")] | None = None
+    base_url: Annotated[str, Field(description="An http(s) URL; empty for the default.")] | None = (
+        None
+    )
+    api_key: Annotated[str, Field(description="Printable ASCII; write-only.")] | None = None
     models: list[str] | None = None
-    sort_order: int | None = None
-    model_settings: dict[str, dict[str, Any]] | None = None
+    sort_order: (
+        Annotated[
+            SqlInt, Field(description="Position among all connections (moved there, renumbered).")
+        ]
+        | None
+    ) = None
+    model_settings: dict[str, ModelSettings] | None = None
 
 
 class Connection(BaseModel):
@@ -205,6 +251,9 @@ class DefaultModels(Strict):
 class Compacted(BaseModel):
     checkpoint_id: str
     phase: str
+    projection_kind: str
+    level: str
+    segment_count: int
     through_seq: int
     estimated_tokens_before: int
     estimated_tokens_after: int

@@ -2,6 +2,22 @@
 
 The API key is write-only: `public()` is the only shape that leaves the kernel, and it carries
 `has_api_key` instead of the key. Default models per purpose live in `default-models.json`.
+
+Rules (Foya's, except where noted):
+
+- `sort_order` is a position in one list of all connections, always 0..n-1. Creating with a
+  `sort_order` inserts there (else at the end); PATCHing one moves the connection there; every
+  change renumbers. The first `language` connection in that order serves new sessions when no
+  `language` default is set.
+- PATCH changes the fields given; `null`, and `""` for name, type, kind, auth_kind, base_url and
+  api_key, mean "keep" (Foya's empty-string rule). Deviation: fields left out are kept (Foya
+  replaces models and model_settings and moves the connection to position 0).
+- A new `base_url` without a new `api_key` drops the stored key (Foya keeps it): a key is never
+  sent to a host it was not given for.
+- `base_url` is empty or an http(s) URL in printable ASCII; `api_key` is printable ASCII (it
+  travels in a header). A record in the file that breaks these (edited by hand) is skipped with a
+  log line instead of breaking every listing.
+- Nothing is kept in memory that was not written: a failed write (a full disk) changes nothing.
 """
 
 from __future__ import annotations
@@ -10,13 +26,19 @@ import asyncio
 import json
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from app.errors import BadRequest, NotFound
 from app.files import write_json_atomic
 from app.kernel.ids import new_id
+from app.logs import get_logger
+from app.text import scrub
 
 TYPES = ("language", "image", "video")
 PURPOSES = ("language", "fast", "image", "video")
+# Given as "" they keep the current value on PATCH (Foya's rule).
+_KEEP_IF_EMPTY = ("name", "type", "kind", "auth_kind", "base_url", "api_key")
+_LIMITS = ("context_window", "max_input_tokens", "max_output_tokens")
 
 
 class ConnectionNotFound(NotFound):
@@ -30,6 +52,109 @@ def public(connection: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _printable_ascii(value: str) -> bool:
+    return value.isascii() and value.isprintable()
+
+
+def check_base_url(value: str) -> None:
+    """Empty (the provider's default) or an absolute http(s) URL without credentials."""
+    if value == "":
+        return
+    problem = "base_url: must be an http:// or https:// URL"
+    if not _printable_ascii(value) or " " in value:
+        raise BadRequest(f"{problem} in printable ASCII (punycode for international names)")
+    try:
+        parts = urlsplit(value)
+        port_ok = parts.port is None or parts.port > 0
+    except ValueError:
+        raise BadRequest(problem) from None
+    if parts.scheme not in ("http", "https") or not parts.hostname or not port_ok:
+        raise BadRequest(problem)
+    if parts.username is not None or parts.password is not None:
+        raise BadRequest("base_url: must not hold credentials; send the key as api_key")
+
+
+def check_api_key(value: str) -> None:
+    if not _printable_ascii(value):
+        raise BadRequest("api_key: must be printable ASCII")
+
+
+def check_model_settings(settings: dict[str, Any]) -> None:
+    """Token limits are whole numbers ≥ 0, and no larger than the context window if one is set."""
+    for model, setting in settings.items():
+        if not isinstance(setting, dict):
+            raise BadRequest(f"model_settings.{model}: must be an object")
+        for name in _LIMITS:
+            value = setting.get(name)
+            if value is not None and (not isinstance(value, int) or value < 0):
+                raise BadRequest(f"model_settings.{model}.{name}: must be zero or greater")
+        window = setting.get("context_window") or 0
+        for name in ("max_input_tokens", "max_output_tokens"):
+            if window and (setting.get(name) or 0) > window:
+                raise BadRequest(f"model_settings.{model}.{name}: cannot exceed context_window")
+
+
+def _check(fields: dict[str, Any]) -> None:
+    """The rules every given field must keep (types are the HTTP layer's)."""
+    if "auth_kind" in fields and fields["auth_kind"] != "api_key":
+        raise BadRequest("auth_kind: only api_key is supported", code="unsupported_auth_kind")
+    if "type" in fields and fields["type"] not in TYPES:
+        raise BadRequest(f"type: must be one of {', '.join(TYPES)}")
+    if "kind" in fields and fields["kind"] != "openai":
+        raise BadRequest("kind: only openai is supported")
+    if "base_url" in fields:
+        check_base_url(fields["base_url"])
+    if "api_key" in fields:
+        check_api_key(fields["api_key"])
+    if "model_settings" in fields:
+        check_model_settings(fields["model_settings"])
+
+
+def _normalized(raw: Any) -> dict[str, Any] | None:
+    """A stored record in the shape the rest of the kernel relies on, or None (logged) if it
+    cannot be served safely."""
+    log = get_logger("foya.connections")
+    if not isinstance(raw, dict) or not isinstance(raw.get("id"), str) or not raw["id"]:
+        log.warning("connections.json: skipped a record without an id")
+        return None
+    raw = scrub(raw)
+
+    def text(key: str, default: str) -> str:
+        value = raw.get(key)
+        return value if isinstance(value, str) else default
+
+    record = {
+        "id": raw["id"],
+        "name": text("name", "") or raw["id"],
+        "type": text("type", "language"),
+        "kind": text("kind", "openai") or "openai",
+        "auth_kind": text("auth_kind", "api_key") or "api_key",
+        "base_url": text("base_url", ""),
+        "api_key": text("api_key", ""),
+        "models": [m for m in _list(raw.get("models")) if isinstance(m, str)],
+        "sort_order": raw.get("sort_order") if type(raw.get("sort_order")) is int else 0,
+        "model_settings": {
+            k: v for k, v in (raw.get("model_settings") or {}).items() if isinstance(v, dict)
+        }
+        if isinstance(raw.get("model_settings"), dict)
+        else {},
+    }
+    try:
+        _check(record)
+    except BadRequest as exc:
+        log.warning("connections.json: skipped a record", connection_id=record["id"], why=str(exc))
+        return None
+    return record
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _renumbered(ordered: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {c["id"]: {**c, "sort_order": i} for i, c in enumerate(ordered)}
+
+
 class Connections:
     """Connections and default models."""
 
@@ -41,13 +166,23 @@ class Connections:
         self._defaults: dict[str, dict[str, str]] = {}
 
     def load(self) -> None:
-        """Read both files; missing files are empty."""
-        self._items = {c["id"]: c for c in _read(self.path, []) if isinstance(c, dict)}
-        defaults = _read(self.defaults_path, {})
-        self._defaults = defaults if isinstance(defaults, dict) else {}
+        """Read both files; missing files are empty, unusable records are skipped."""
+        raw = _read(self.path, [])
+        records = [r for r in map(_normalized, raw if isinstance(raw, list) else []) if r]
+        unique = {r["id"]: r for r in records}
+        self._items = _renumbered(
+            sorted(unique.values(), key=lambda c: (c["sort_order"], c["name"]))
+        )
+        defaults = scrub(_read(self.defaults_path, {}))
+        self._defaults = {
+            p: {k: v for k, v in c.items() if isinstance(v, str)}
+            for p, c in (defaults.items() if isinstance(defaults, dict) else [])
+            if p in PURPOSES and isinstance(c, dict)
+        }
 
     def all(self) -> list[dict[str, Any]]:
-        return sorted(self._items.values(), key=lambda c: (c.get("sort_order", 0), c["id"]))
+        """Every connection in list order."""
+        return sorted(self._items.values(), key=lambda c: c["sort_order"])
 
     def get(self, connection_id: str) -> dict[str, Any]:
         try:
@@ -62,14 +197,14 @@ class Connections:
 
     def default_language(self) -> tuple[str, str] | None:
         """(connection id, model) for new sessions: the `language` default, else the first
-        language connection and its first model."""
+        language connection in list order and its first model."""
         chosen = self._defaults.get("language") or {}
         cid = chosen.get("connection_id", "")
         if cid in self._items and self._items[cid].get("type") == "language":
             return cid, chosen.get("model", "")
         for connection in self.all():
-            if connection.get("type") == "language":
-                models = connection.get("models") or [""]
+            if connection["type"] == "language":
+                models = connection["models"] or [""]
                 return connection["id"], str(models[0])
         return None
 
@@ -84,56 +219,75 @@ class Connections:
                     f"{purpose}: connection {cid} not found", code="connection_not_found"
                 )
         async with self._lock:
-            self._defaults = {p: dict(c) for p, c in defaults.items()}
-            write_json_atomic(self.defaults_path, self._defaults)
+            chosen = {p: dict(c) for p, c in defaults.items()}
+            write_json_atomic(self.defaults_path, chosen)
+            self._defaults = chosen
         return self.defaults()
 
     async def create(self, fields: dict[str, Any]) -> dict[str, Any]:
-        if fields.get("auth_kind", "api_key") != "api_key":
-            raise BadRequest("auth_kind: only api_key is supported", code="unsupported_auth_kind")
-        if fields.get("type", "language") not in TYPES:
-            raise BadRequest(f"type: must be one of {', '.join(TYPES)}")
+        """A new connection; `sort_order` (if given) is its position, else it goes last."""
+        fields = scrub({k: v for k, v in fields.items() if v is not None})
+        _check(fields)
         connection = {
             "id": new_id(),
             "name": fields.get("name") or "Connection",
-            "type": fields.get("type", "language"),
+            "type": fields.get("type") or "language",
             "kind": "openai",
             "auth_kind": "api_key",
             "base_url": fields.get("base_url", ""),
-            "api_key": fields.get("api_key") or "",
+            "api_key": fields.get("api_key", ""),
             "models": list(fields.get("models") or []),
-            "sort_order": int(fields.get("sort_order", len(self._items))),
             "model_settings": dict(fields.get("model_settings") or {}),
         }
         async with self._lock:
-            self._items[connection["id"]] = connection
-            self._save()
-        return connection
+            ordered = self.all()
+            ordered.insert(_position(fields.get("sort_order"), len(ordered)), connection)
+            self._commit(_renumbered(ordered))
+        return self._items[connection["id"]]
 
     async def update(self, connection_id: str, fields: dict[str, Any]) -> dict[str, Any]:
-        fields = {key: value for key, value in fields.items() if value is not None}
-        if "auth_kind" in fields and fields["auth_kind"] != "api_key":
-            raise BadRequest("auth_kind: only api_key is supported", code="unsupported_auth_kind")
-        if "type" in fields and fields["type"] not in TYPES:
-            raise BadRequest(f"type: must be one of {', '.join(TYPES)}")
+        """Change the given fields (see the module docstring for what "given" means)."""
+        fields = scrub(
+            {
+                k: v
+                for k, v in fields.items()
+                if v is not None and not (k in _KEEP_IF_EMPTY and v == "")
+            }
+        )
+        _check(fields)
         async with self._lock:
-            connection = {**self.get(connection_id), **fields}
-            self._items[connection_id] = connection
-            self._save()
-        return connection
+            current = self.get(connection_id)
+            moved_to = fields.pop("sort_order", None)
+            changed = {**current, **fields}
+            if changed["base_url"] != current["base_url"] and "api_key" not in fields:
+                changed["api_key"] = ""
+            ordered = [c for c in self.all() if c["id"] != connection_id]
+            at = current["sort_order"] if moved_to is None else moved_to
+            ordered.insert(_position(at, len(ordered)), changed)
+            self._commit(_renumbered(ordered))
+        return self._items[connection_id]
 
     async def remove(self, connection_id: str) -> None:
         async with self._lock:
             self.get(connection_id)
-            del self._items[connection_id]
-            self._defaults = {
+            remaining = _renumbered([c for c in self.all() if c["id"] != connection_id])
+            defaults = {
                 p: c for p, c in self._defaults.items() if c.get("connection_id") != connection_id
             }
-            self._save()
-            write_json_atomic(self.defaults_path, self._defaults)
+            self._commit(remaining)
+            write_json_atomic(self.defaults_path, defaults)
+            self._defaults = defaults
 
-    def _save(self) -> None:
-        write_json_atomic(self.path, list(self._items.values()), mode=0o600)
+    def _commit(self, items: dict[str, dict[str, Any]]) -> None:
+        """Write `items`, then make them current (a failed write leaves everything as it was)."""
+        ordered = sorted(items.values(), key=lambda c: c["sort_order"])
+        write_json_atomic(self.path, ordered, mode=0o600)
+        self._items = items
+
+
+def _position(wanted: int | None, count: int) -> int:
+    """`wanted` clamped to a list of `count` others (None: the end)."""
+    return count if wanted is None else max(0, min(wanted, count))
 
 
 def _read(path: Path, empty: Any) -> Any:

@@ -19,6 +19,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, TypeVar
 
+from app.errors import InsufficientStorage
 from app.store.schema import check_version
 
 T = TypeVar("T")
@@ -78,12 +79,24 @@ class _Job:
 Outcome = tuple[_Job, Any, BaseException | None]
 
 
+def storage_error(exc: BaseException) -> BaseException:
+    """SQLite's "database or disk is full" as the typed 507; any other error unchanged."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if isinstance(exc, sqlite3.Error) and code is not None and code & 0xFF == sqlite3.SQLITE_FULL:
+        mapped = InsufficientStorage(
+            "the disk holding the database is full: free space on it and try again"
+        )
+        mapped.__cause__ = exc
+        return mapped
+    return exc
+
+
 def _resolve(outcomes: list[Outcome]) -> None:
     for job, value, error in outcomes:
         if job.future.cancelled():
             continue
         if error is not None:
-            job.future.set_exception(error)
+            job.future.set_exception(storage_error(error))
         else:
             job.future.set_result(value)
 

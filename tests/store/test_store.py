@@ -8,7 +8,6 @@ import hashlib
 import json
 import os
 import shutil
-import sqlite3
 import stat
 import tempfile
 import threading
@@ -19,7 +18,7 @@ from typing import Any
 import pytest
 
 from app import events as k
-from app.errors import BadRequest, Conflict, NotFound
+from app.errors import BadRequest, Conflict, InsufficientStorage, NotFound
 from app.events import EventDraft
 from app.kernel.recovery import recover
 from app.store import SchemaTooNew, Store, journals, schema
@@ -388,7 +387,7 @@ def test_a_full_disk_fails_the_writes_but_not_the_store(store: Store) -> None:
     pages = rows(store, "PRAGMA page_count")[0][0]
     rows(store, f"PRAGMA max_page_count = {pages + 2}")
     big = user("x" * 200_000)
-    with pytest.raises(sqlite3.OperationalError, match="full"):
+    with pytest.raises(InsufficientStorage, match="full"):
         say(store, "a", big)  # alone in its transaction
 
     async def batch() -> list[Any]:
@@ -397,7 +396,7 @@ def test_a_full_disk_fails_the_writes_but_not_the_store(store: Store) -> None:
         return await asyncio.wait_for(writes, 10)  # guards against a hang only
 
     results = run(batch())  # in one group commit
-    assert isinstance(results[1], sqlite3.OperationalError)
+    assert isinstance(results[1], InsufficientStorage)
     rows(store, "PRAGMA max_page_count = 1073741823")
     after = say(store, "a", user("after"))
     acknowledged = [r.seq for r in results if not isinstance(r, BaseException)]

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncGenerator
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
 from starlette.datastructures import UploadFile
 from starlette.formparsers import MultiPartException, MultiPartParser
+from starlette.types import Scope
 
 from app.errors import BadRequest, FoyaError
 from app.http.errors import error_response
@@ -15,6 +17,7 @@ from app.http.filemodels import Attachment, AttachmentCreated
 from app.kernel import Kernel
 
 IMMUTABLE = "private, max-age=31536000, immutable"
+_UPLOAD_PATH = re.compile(r"/sessions/[^/]+/artifacts")
 UPLOAD_SCHEMA = {
     "requestBody": {
         "required": True,
@@ -29,6 +32,12 @@ UPLOAD_SCHEMA = {
         },
     }
 }
+
+
+def is_upload(scope: Scope) -> bool:
+    """The upload route, which enforces its own (larger) body limit instead of the boundary's
+    (app.http.guard)."""
+    return scope["method"] == "POST" and _UPLOAD_PATH.fullmatch(scope["path"]) is not None
 
 
 def _too_large(limit: int) -> FoyaError:

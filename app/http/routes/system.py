@@ -27,8 +27,18 @@ def router(kernel: Kernel) -> APIRouter:
 
     @api.get("/healthz", response_class=PlainTextResponse)
     async def healthz() -> Response:
-        """Liveness: the process answers. Never authenticated."""
+        """Liveness: the process answers. Never authenticated (`HEAD` too)."""
         return PlainTextResponse("ok")
+
+    # The same probe without a body (load balancers and `curl -I` use HEAD); undocumented, as
+    # FastAPI documents no HEAD routes.
+    api.add_api_route(
+        "/healthz",
+        healthz,
+        methods=["HEAD"],
+        response_class=PlainTextResponse,
+        include_in_schema=False,
+    )
 
     @api.get("/readyz", responses={503: {"description": "a readiness check failed"}})
     async def readyz() -> Readiness:
