@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import logging
 import sys
+import time
 from collections.abc import MutableMapping
 from typing import Any, Literal
 
@@ -81,3 +82,26 @@ def configure_logging(
 def get_logger(name: str = "foya") -> Any:
     """A structlog logger that tags its lines with `logger=name`."""
     return structlog.get_logger().bind(logger=name)
+
+
+class Throttle:
+    """At most one log line per key every `interval` seconds; counts the lines it held back.
+
+    For lines a flood can repeat thousands of times a second (an `accept()` that keeps failing):
+    the first goes out, the rest are counted and reported by the next one that is let through.
+    """
+
+    def __init__(self, interval: float) -> None:
+        self.interval = interval
+        self._last: dict[str, float] = {}
+        self._held: dict[str, int] = {}
+
+    def allow(self, key: str) -> int | None:
+        """None to hold this line back; else how many were held back since the last one."""
+        now = time.monotonic()
+        last = self._last.get(key)
+        if last is not None and now - last < self.interval:
+            self._held[key] = self._held.get(key, 0) + 1
+            return None
+        self._last[key] = now
+        return self._held.pop(key, 0)

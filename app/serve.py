@@ -9,15 +9,31 @@ Shutdown: SIGINT/SIGTERM (or the parent named by FOYA_PARENT_PID exiting) sets a
 `shutdown_trigger` first tells the kernel to end long-lived streams, then returns so hypercorn
 closes listeners and waits at most `GRACEFUL_TIMEOUT` for requests in flight.
 
-Known limit: hypercorn has no separate timeout for reading a request head. Its `read_timeout`
-applies to every read and would cut SSE streams whose client sends nothing, so it stays off;
-a connection that sends a partial head is closed by the keep-alive idle timeout (120 s).
+We call hypercorn's `worker_serve` with our own sockets rather than `serve` with `fd://N`: that is
+where the transport hardening of a TCP listener plugs in.
+
+- Request heads (app.admission): hypercorn has no head timeout (its `read_timeout` bounds every
+  read and would cut silent SSE streams, so it stays off). The listening socket is wrapped so each
+  accepted connection must start a request within `FOYA_HEAD_TIMEOUT` (10 s, TLS handshake
+  included) and the live connections stay under a cap derived from RLIMIT_NOFILE (half of it,
+  at most 4096; `FOYA_MAX_CONNECTIONS` overrides): at the cap the longest-idle connection is
+  evicted. Once a request started, hypercorn's own timers apply
+  (120 s keep-alive idle; none while a response such as an SSE stream is in flight).
+- `accept()` failures for lack of descriptors (asyncio logs each one, with a traceback, many
+  times a second) go through a loop exception handler that logs one line per 10 s with the
+  number held back.
+- app.hypercorn_fixes: a socket whose peer left is closed at once (hypercorn kept it in
+  CLOSE-WAIT for the 120 s keep-alive timeout), and HTTP/2 survives a request body that outlives
+  its response (hypercorn's `KeyError` ended every stream of the connection, SSE included).
+- SSE: at most `FOYA_MAX_STREAMS_PER_CLIENT` concurrent event streams per client address
+  (app.http.sse); a Unix socket has one local client, its owner, and no cap.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import logging
 import os
 import signal
@@ -27,9 +43,13 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from hypercorn.asyncio import serve as hypercorn_serve
-from hypercorn.config import Config
+from hypercorn.asyncio.run import worker_serve
+from hypercorn.config import Config, Sockets
+from hypercorn.utils import wrap_app
+from starlette.types import ASGIApp
 
+from app import hypercorn_fixes
+from app.admission import Admission, connection_budget, throttle_accept_failures
 from app.errors import ConfigError, FoyaError
 from app.files import data_dir_lock
 from app.logs import get_logger
@@ -120,9 +140,10 @@ def open_tcp(plan: ServePlan) -> Listener:
     return Listener(sock, f"{'https' if plan.tls else 'http'}://{shown}:{port}")
 
 
-def hypercorn_config(plan: ServePlan, listener: Listener) -> Config:
+def hypercorn_config(plan: ServePlan, head_timeout: float = 10.0) -> Config:
     """hypercorn settings: HTTP/1.1 + HTTP/2 (ALPN on TLS), TLS ≥ 1.2, 1 MiB heads, 120 s idle."""
     config = Config()
+    config.ssl_handshake_timeout = head_timeout
     config.keep_alive_timeout = KEEP_ALIVE_TIMEOUT
     config.graceful_timeout = GRACEFUL_TIMEOUT
     config.h11_max_incomplete_size = MAX_HEAD_BYTES
@@ -137,9 +158,21 @@ def hypercorn_config(plan: ServePlan, listener: Listener) -> Config:
             config.create_ssl_context()  # hypercorn pins TLS ≥ 1.2 and sets ALPN h2/http1.1
         except (ssl.SSLError, OSError) as exc:
             raise ConfigError(f"--tls-cert/--tls-key: cannot load the key pair: {exc}") from exc
-    # hypercorn now owns the descriptor and closes it when it stops.
-    config.bind = [f"fd://{listener.sock.detach()}"]
     return config
+
+
+def _warn_if_exposed(plan: ServePlan, listener: Listener) -> None:
+    if plan.tls or plan.socket_path is not None:
+        return
+    host = str(listener.sock.getsockname()[0]).partition("%")[0]
+    with contextlib.suppress(ValueError):
+        if ipaddress.ip_address(host).is_loopback:
+            return
+    get_logger().warning(
+        "plaintext HTTP on a non-loopback address: the bearer token and every request cross "
+        "the network unencrypted; serve behind a TLS proxy or give --tls-cert and --tls-key",
+        address=listener.address,
+    )
 
 
 def sd_notify(state: str) -> None:
@@ -171,9 +204,11 @@ async def _watch_parent(pid: int, stop: asyncio.Event) -> None:
 
 async def _serve(settings: Settings, plan: ServePlan, listener: Listener) -> None:
     log = get_logger()
-    config = hypercorn_config(plan, listener)
+    config = hypercorn_config(plan, settings.head_timeout)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+    throttle_accept_failures(loop)
+    hypercorn_fixes.install()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     watcher = (
@@ -198,8 +233,29 @@ async def _serve(settings: Settings, plan: ServePlan, listener: Listener) -> Non
         log.info("shutting down")
         await service.kernel.begin_shutdown()
 
+    app: ASGIApp = service.app
+    sock = listener.sock
+    if plan.transport == "tcp":
+        admission = Admission(
+            max_connections=connection_budget(settings), head_timeout=settings.head_timeout
+        )
+        sock = admission.listening_socket(sock)
+        app = admission.track(app)
+        log.info(
+            "transport limits",
+            max_connections=admission.max_connections,
+            head_timeout=settings.head_timeout,
+            max_streams_per_client=settings.max_streams_per_client,
+        )
+    # hypercorn now owns the listening socket and closes it when it stops.
+    sockets = Sockets([sock] if plan.tls else [], [] if plan.tls else [sock], [])
     try:
-        await hypercorn_serve(service.app, config, shutdown_trigger=shutdown_trigger)  # type: ignore[arg-type]
+        await worker_serve(
+            wrap_app(app, config.wsgi_max_body_size, "asgi"),  # type: ignore[arg-type]
+            config,
+            sockets=sockets,
+            shutdown_trigger=shutdown_trigger,
+        )
     finally:
         if watcher is not None:
             watcher.cancel()
@@ -210,6 +266,7 @@ def run(settings: Settings, plan: ServePlan) -> None:
     """Serve until a signal; raise `ConfigError` for any refusal before listening."""
     with data_dir_lock(settings.data_dir):
         listener = open_unix(plan.socket_path) if plan.socket_path else open_tcp(plan)
+        _warn_if_exposed(plan, listener)
         try:
             asyncio.run(_serve(settings, plan, listener))
         finally:

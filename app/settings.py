@@ -7,6 +7,7 @@ flag or variable to fix.
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import re
 from dataclasses import dataclass
@@ -44,10 +45,24 @@ class Settings(BaseSettings):
     log_format: Literal["auto", "json", "console"] = "auto"
     log_level: str = "info"
     min_free_disk_mb: int = 256
+    # Transport limits of `--listen` (app.admission, app.http.sse); see app.serve.
+    head_timeout: float = Field(10.0, gt=0, le=60)
+    max_connections: int | None = Field(None, ge=1)
+    max_streams_per_client: int = Field(64, ge=1)
 
     @property
     def resolved_socket_path(self) -> Path:
         return self.socket_path or self.data_dir / "kernel.sock"
+
+    @property
+    def protected_paths(self) -> tuple[Path, ...]:
+        """What no workspace route or file tool may read or change, whatever project contains
+        it: the data dir, `~/.foya`, the TLS key and certificate, the token digest file."""
+        paths = [self.data_dir]
+        with contextlib.suppress(RuntimeError):  # no home directory to speak of
+            paths.append(Path.home() / ".foya")
+        files = (self.tls_key_file, self.tls_cert_file, self.auth_token_hash_file)
+        return (*paths, *(f for f in files if f is not None))
 
 
 @dataclass(frozen=True)
@@ -82,12 +97,21 @@ def serve_plan(settings: Settings) -> ServePlan:
     for flag, path in (("--tls-cert", cert), ("--tls-key", key)):
         if path is not None and not path.is_file():
             raise ConfigError(f"{flag}: cannot read {path}")
+    if key is not None and (mode := _mode(key)) & 0o077:
+        raise ConfigError(
+            f"--tls-key (FOYA_TLS_KEY_FILE): {key} has mode {mode:04o}, so other users may read "
+            f"the private key; run `chmod 600 {key}`"
+        )
     if cert is None and not settings.allow_plaintext:
         raise ConfigError(
             "--listen without TLS needs --allow-plaintext (FOYA_ALLOW_PLAINTEXT=1); "
             "use it only behind a TLS proxy such as Caddy, or give --tls-cert and --tls-key"
         )
     return ServePlan("tcp", host=host, port=port, token_sha256=digest, tls_cert=cert, tls_key=key)
+
+
+def _mode(path: Path) -> int:
+    return path.stat().st_mode & 0o777
 
 
 def parse_listen_addr(value: str) -> tuple[str, int]:
@@ -118,6 +142,12 @@ def _token_digest(settings: Settings) -> str:
             "(FOYA_AUTH_TOKEN_HASH_FILE)"
         )
     if file is not None:
+        # Whoever can write the digest chooses the token the next start accepts.
+        if file.is_file() and (mode := _mode(file)) & 0o022:
+            raise ConfigError(
+                f"--auth-token-hash-file (FOYA_AUTH_TOKEN_HASH_FILE): {file} has mode {mode:04o}, "
+                f"so other users may replace the digest; run `chmod 600 {file}`"
+            )
         try:
             raw = file.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:

@@ -83,6 +83,7 @@ BUSY_CORES = 0.1  # other processes using more than this during load runs: say s
 # What `app.serve.hypercorn_config()` sets on a plain-TCP listener, besides `bind` and the two
 # loggers. `check_hypercorn_parity()` compares this with the real thing before anything runs.
 HYPERCORN_SETTINGS: dict[str, Any] = {
+    "ssl_handshake_timeout": 10.0,
     "keep_alive_timeout": 120,
     "graceful_timeout": 8.0,
     "h11_max_incomplete_size": 1024 * 1024,
@@ -496,15 +497,10 @@ def check_hypercorn_parity() -> dict[str, Any]:
     """Compare the bare side's hypercorn settings with `app.serve.hypercorn_config()`'s."""
     from hypercorn.config import Config
 
-    from app.serve import Listener, hypercorn_config
+    from app.serve import hypercorn_config
     from app.settings import ServePlan
 
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind((HOST, 0))
-    real = hypercorn_config(ServePlan("tcp", host=HOST, port=0), Listener(sock, "bench"))
-    for bind in real.bind:  # hypercorn_config detached the descriptor: close it ourselves
-        if bind.startswith("fd://"):
-            os.close(int(bind[5:]))
+    real = hypercorn_config(ServePlan("tcp", host=HOST, port=0))
     replica = Config()
     for key, value in HYPERCORN_SETTINGS.items():
         setattr(replica, key, value)

@@ -129,7 +129,8 @@ async def _serve_main(kind: str, data_dir: str) -> None:
     plan = ServePlan("tcp", host=HOST, port=0)
     listener = open_tcp(plan)
     port = listener.sock.getsockname()[1]
-    config = hypercorn_config(plan, listener)
+    config = hypercorn_config(plan)
+    config.bind = [f"fd://{listener.sock.detach()}"]  # the socket app.serve.open_tcp() bound
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -706,10 +706,11 @@ class Events:
             if line:
                 lines.append(line)
                 continue
-            if lines:
+            if any(x.startswith("data:") for x in lines):
                 frame = parse_frame(lines)
                 self.frames.append(frame)
                 return frame
+            lines = []  # a data-less `id:` frame (app.http.sse) dispatches no event
 
     def until(self, stop: Callable[[Frame], bool]) -> list[Frame]:
         """Frames read from now up to and including the first for which `stop` holds."""

@@ -166,8 +166,9 @@ class EventStream:
                 assert not lines, f"stream ended inside a frame: {lines}"
                 return None
             if line == "":
-                if lines:
+                if any(x.startswith("data:") for x in lines):
                     return _frame(lines)
+                lines = []  # a data-less `id:` frame (app.http.sse) dispatches no event
                 continue
             if line.startswith(":"):
                 self.comments.append(line[1:].strip())

@@ -344,7 +344,8 @@ class Subscription:
                         if not line.startswith(":"):
                             lines.append(line)
                         continue
-                    if not lines:
+                    if not any(x.startswith("data:") for x in lines):
+                        lines = []  # a data-less `id:` frame (app.http.sse) is no event
                         continue
                     frame = parse_frame(lines)
                     lines = []

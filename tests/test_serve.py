@@ -91,6 +91,13 @@ REFUSALS = [
             OK_DIGEST),
     Refusal("cert_not_pem", (*TCP, "--tls-cert", "{files}/not-pem", "--tls-key", KEY),
             ("--tls-cert",), OK_DIGEST),
+    Refusal("key_readable_by_others",
+            (*TCP, "--tls-cert", CERT, "--tls-key", "{files}/key-0644.pem"),
+            ("--tls-key", "chmod 600", "0644"), OK_DIGEST),
+    # a digest others may write lets them choose the token: refused, not just warned about
+    Refusal("digest_file_world_writable",
+            (*PLAIN, "--auth-token-hash-file", "{files}/digest-0666"),
+            ("--auth-token-hash-file", "chmod 600", "0666")),
     # plaintext
     Refusal("no_tls_no_allow_plaintext", TCP, ("--allow-plaintext",), OK_DIGEST),
 ]  # fmt: skip
@@ -111,6 +118,10 @@ def refusals(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Out
     write_tls_pair(files)
     (files / "good").write_text(DIGEST + "\n")
     (files / "not-pem").write_text("this is not a certificate\n")
+    (files / "key-0644.pem").write_bytes((files / "key.pem").read_bytes())
+    (files / "key-0644.pem").chmod(0o644)
+    (files / "digest-0666").write_text(DIGEST + "\n")
+    (files / "digest-0666").chmod(0o666)
 
     busy = socket.socket()
     busy.bind(("127.0.0.1", 0))
@@ -532,6 +543,28 @@ def test_tls_1_1_client_is_refused(tls_kernel: Kernel, tls_files: TlsFiles) -> N
 
 
 # --------------------------------------------------------------------------- shutdown
+
+
+def test_plaintext_on_all_interfaces_is_logged_as_a_warning(
+    spawn: Launcher, tmp_path: Path, token: str
+) -> None:
+    port = free_ports(1)[0]
+    kernel = spawn(
+        ["serve", "--listen", f"0.0.0.0:{port}", "--allow-plaintext",
+         "--data-dir", str(tmp_path / "data")],
+        url=f"http://127.0.0.1:{port}",
+        env=base_env(FOYA_AUTH_TOKEN_SHA256=sha256_hex(token)),
+    )  # fmt: skip
+    warnings = [line for line in kernel.logs() if line.get("level") == "warning"]
+    assert any(
+        "plaintext HTTP on a non-loopback address" in line["event"]
+        and line["address"] == f"http://0.0.0.0:{port}"
+        for line in warnings
+    ), warnings
+
+
+def test_plaintext_on_loopback_is_not_warned_about(tcp_kernel: Kernel) -> None:
+    assert not [line for line in tcp_kernel.logs() if "non-loopback" in line.get("event", "")]
 
 
 def test_sigint_graceful_exit_over_tcp(spawn: Launcher, tmp_path: Path, token: str) -> None:

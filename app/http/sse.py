@@ -1,8 +1,19 @@
 """Server-Sent Events framing and the streaming ASGI response.
 
-Frames are `id: <seq>` / `event: <kind>` / `data: <json>`; unstored events (deltas, seq 0) carry
-no `id:` so a reconnecting client's Last-Event-ID still names the last stored event. A comment
-heartbeat goes out every `HEARTBEAT` seconds of silence so proxies keep the connection open.
+Frames are `id: <seq>` / `event: <kind>` / `data: <json>`, as Foya writes them: unstored events
+(deltas, snapshots, seq 0) carry `id: 0` too. An EventSource client sets its last event id from
+every `id:` field, so after a delta it would reconnect with `Last-Event-ID: 0` and lose its place.
+Whenever a chunk ends on such a frame, a data-less `id: <cursor>` frame follows in the same chunk
+(the last stored seq this client has, empty when it has none): per the HTML standard it resets
+the last event id and dispatches nothing, and Foya's own clients read only `data:` lines. A
+`Last-Event-ID: 0` that still arrives (a connection cut inside a chunk) names no stored event; the
+session route treats it as no cursor (live only, like Foya), where `?after=0` replays everything.
+A comment heartbeat goes out every `HEARTBEAT` seconds of silence so proxies keep the connection
+open.
+
+Streams per client: given a `StreamSlots` (the app has one on TCP listeners, `foya serve
+--listen`), a client address may hold at most its `per_client` streams at once; one more is
+answered 429 `too_many_streams` (`TooManyStreams`) before anything is subscribed.
 
 hypercorn's `send()` does not fail when a client stops reading; it blocks once its buffer is full
 (DESIGN §7). Each send is therefore bounded by `SEND_TIMEOUT`, after which the stream ends; the
@@ -12,12 +23,14 @@ broker cuts such a subscriber off independently, so the producer never waits on 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from contextlib import AbstractAsyncContextManager
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import AbstractAsyncContextManager, contextmanager, nullcontext
 from typing import Protocol
 
 from starlette.types import Receive, Scope, Send
 
+from app.errors import FoyaError
 from app.events import Event
 
 HEARTBEAT = 15.0
@@ -31,16 +44,52 @@ HEADERS = [
 ]
 
 
+class TooManyStreams(FoyaError):
+    status = 429
+    code = "too_many_streams"
+
+
+class StreamSlots:
+    """Counts the open event streams of each client address against a per-client cap."""
+
+    def __init__(self, per_client: int) -> None:
+        self.per_client = per_client
+        self.open: Counter[str] = Counter()
+
+    @contextmanager
+    def hold(self, client: str) -> Iterator[None]:
+        if self.open[client] >= self.per_client:
+            raise TooManyStreams(
+                f"this client already has {self.per_client} event streams open; close one first"
+            )
+        self.open[client] += 1
+        try:
+            yield
+        finally:
+            self.open[client] -= 1
+            if not self.open[client]:
+                del self.open[client]
+
+
 class EventSource(Protocol):
     async def next(self) -> Event | None: ...
 
     def ready(self, limit: int) -> list[Event]: ...
 
+    @property
+    def cursor(self) -> int:
+        """The last stored seq the client has (sent or given as `after`); 0 for none."""
+        ...
+
 
 def frame(event: Event) -> bytes:
-    """One SSE frame for `event`."""
-    head = f"id: {event.seq}\n" if event.seq else ""
-    return f"{head}event: {event.kind}\ndata: {event.json()}\n\n".encode()
+    """One SSE frame for `event` (`id: 0` when it is not stored, as Foya writes it)."""
+    return f"id: {event.seq}\nevent: {event.kind}\ndata: {event.json()}\n\n".encode()
+
+
+def cursor_frame(cursor: int) -> bytes:
+    """A data-less frame that sets the client's last event id back to `cursor` (empty for 0)."""
+    return f"id: {cursor}\n\n".encode() if cursor else b"id:\n\n"
 
 
 class EventStreamResponse:
@@ -50,10 +99,22 @@ class EventStreamResponse:
     burst costs one send, not one per event.
     """
 
-    def __init__(self, open_source: Callable[[], AbstractAsyncContextManager[EventSource]]) -> None:
+    def __init__(
+        self,
+        open_source: Callable[[], AbstractAsyncContextManager[EventSource]],
+        slots: StreamSlots | None = None,
+    ) -> None:
         self.open_source = open_source
+        self.slots = slots
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        client = scope.get("client")
+        slots = self.slots
+        held = slots.hold(str(client[0]) if client else "") if slots else nullcontext()
+        with held:
+            await self._stream(receive, send)
+
+    async def _stream(self, receive: Receive, send: Send) -> None:
         async with self.open_source() as source:
             await send({"type": "http.response.start", "status": 200, "headers": HEADERS})
             await send({"type": "http.response.body", "body": b": ok\n\n", "more_body": True})
@@ -94,7 +155,10 @@ async def _pump(source: EventSource, send: Send) -> None:
         else:
             if event is None:
                 break
-            chunk = b"".join(frame(e) for e in [event, *source.ready(BATCH)])
+            events = [event, *source.ready(BATCH)]
+            chunk = b"".join(frame(e) for e in events)
+            if not events[-1].seq:
+                chunk += cursor_frame(source.cursor)
         async with asyncio.timeout(SEND_TIMEOUT):
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
     async with asyncio.timeout(SEND_TIMEOUT):

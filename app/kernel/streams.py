@@ -74,6 +74,11 @@ class SessionStream:
                 out.append(self._sent(event))
         return out
 
+    @property
+    def cursor(self) -> int:
+        """The last stored seq this client has: sent, or given as `after`; 0 for none."""
+        return self._last_sent
+
     def _sent(self, event: Event) -> Event:
         if event.seq > self._last_sent:
             self._last_sent = event.seq

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Header, Query, Response
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Query, Request, Response
 from starlette.types import Receive, Scope, Send
 
 from app.errors import BadRequest
 from app.http.models import (
+    SQLITE_END,
     CreateSession,
     ForkSession,
     Message,
+    NonNegative,
     Session,
     UpdateSession,
     Usage,
@@ -36,8 +40,11 @@ def _after(after: int | None, last_event_id: str | None) -> int | None:
             after = int(last_event_id)
         except ValueError:
             raise BadRequest("Last-Event-ID: must be an event seq") from None
-    if after is not None and after < 0:
-        raise BadRequest("after: must not be negative")
+        # 0 is the id of unstored frames (deltas; app.http.sse), never of a stored event: the
+        # client's cursor is unknown, so it is served as having none (live only), not everything.
+        after = after or None
+    if after is not None and not 0 <= after < SQLITE_END:
+        raise BadRequest("after: must be an event seq (0 to 2^63 - 1)")
     return after
 
 
@@ -100,13 +107,17 @@ def router(kernel: Kernel) -> APIRouter:
         responses={200: {"content": {"text/event-stream": {}}}},
     )
     async def session_events(
+        request: Request,
         session_id: str,
-        after: int | None = Query(None, description="Replay stored events with a larger seq."),
+        after: Annotated[
+            NonNegative | None, Query(description="Replay stored events with a larger seq.")
+        ] = None,
         last_event_id: str | None = Header(None),
     ) -> Response:
         """SSE: stored events after `after`/Last-Event-ID (if given), then live ones."""
         start = _after(after, last_event_id)
         await sessions.row(session_id)  # 404 before the stream starts
-        return _Raw(EventStreamResponse(lambda: kernel.session_events(session_id, start)))
+        slots = request.app.state.stream_slots  # None on the Unix socket: its one user
+        return _Raw(EventStreamResponse(lambda: kernel.session_events(session_id, start), slots))
 
     return api
