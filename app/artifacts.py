@@ -142,21 +142,22 @@ class Artifacts:
         return [_ref(meta) for meta in metas]
 
     def copy(self, source: str, target: str, ids: Iterable[str]) -> None:
-        """Copy artifacts (image, then metadata) into a forked session; absent ones are skipped."""
+        """Copy artifacts (image, then metadata) into a forked session under the ids
+        `forked_id` gives them there; absent ones are skipped."""
         wanted = [_check_id(artifact_id) for artifact_id in ids]
-        src, dst = self._dir(source), self._dir(target)
+        dst = self._dir(target)
         with self._lock:
             for artifact_id in wanted:
                 try:
-                    image = self._image(source, self._meta(source, artifact_id))
-                    image_bytes = image.read_bytes()
-                    meta_bytes = (src / f"{artifact_id}.json").read_bytes()
+                    meta = self._meta(source, artifact_id)
+                    image_bytes = self._image(source, meta).read_bytes()
                 except (ArtifactNotFound, ArtifactCorrupt, FileNotFoundError):
                     continue
+                copied = {**meta, "id": forked_id(target, artifact_id)}
                 self._root.mkdir(mode=0o700, parents=True, exist_ok=True)
                 dst.mkdir(mode=0o700, exist_ok=True)
-                write_bytes_atomic(dst / image.name, image_bytes)
-                write_bytes_atomic(dst / f"{artifact_id}.json", meta_bytes)
+                write_bytes_atomic(self._image(target, copied), image_bytes)
+                write_json_atomic(dst / f"{copied['id']}.json", copied)
 
     def remove_session(self, session: str) -> None:
         """Delete every artifact of a session (its whole directory)."""
@@ -193,6 +194,13 @@ class Artifacts:
     def _image(self, session: str, meta: dict[str, Any]) -> Path:
         # `meta` comes from `_meta`, so its id is checked and its media type known.
         return self._dir(session) / f"{meta['id']}.{_EXTENSIONS[meta['media_type']]}"
+
+
+def forked_id(target: str, artifact_id: str) -> str:
+    """The id an artifact gets in fork `target`: derived, so the store can rename references
+    in the copied messages and the files can be copied afterwards without a shared table, and
+    distinct per fork, so no two sessions share an artifact id."""
+    return hashlib.sha256(f"{target}\0{artifact_id}".encode()).hexdigest()[:32]
 
 
 def _check_id(artifact_id: str) -> str:

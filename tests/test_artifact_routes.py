@@ -461,6 +461,19 @@ def test_a_turn_sends_its_images_as_data_urls(s: Session) -> None:
         assert sha(data) == ref["sha256"]
 
 
+def test_an_image_without_text_is_a_turn(s: Session) -> None:
+    """Foya refuses input only when text, attachments and browser elements are all empty."""
+    ref = added(s)
+    turn_with(s, [ref["id"]], message="")
+    user = next(m for m in s.history() if m["role"] == "user")
+    assert user["content"] == "" and user["attachments"] == [ref]
+    media_type, data = data_url(user_parts(s)[-1])
+    assert media_type == ref["media_type"] and sha(data) == ref["sha256"]
+    queued = s.client.post(f"/sessions/{s.id}/queue", json={"attachments": [{"id": ref["id"]}]})
+    assert queued.status_code == 201, queued.text
+    assert queued.json()["text"] == ""
+
+
 def test_later_requests_still_carry_the_image(s: Session) -> None:
     ref = added(s)
     turn_with(s, [ref["id"]], message="first")
@@ -554,13 +567,24 @@ def test_fork_copies_referenced_artifacts(agent: Agent, s: Session) -> None:
     new = fork(s)
     forked = Session(agent, {**s.row, "id": new})
 
-    got = forked.client.get(url(forked, ref["id"]))
+    # The copy has an id of its own (Foya's behaviour), and the fork's message names it.
+    (message,) = [m for m in forked.history() if m["role"] == "user"]
+    (copied,) = message["attachments"]
+    assert copied["id"] != ref["id"] and len(copied["id"]) == 32
+    assert {k: v for k, v in copied.items() if k != "id"} == {
+        k: v for k, v in ref.items() if k != "id"
+    }
+    assert_error(forked.client.get(url(forked, ref["id"])), 404, "artifact_not_found")
+    got = forked.client.get(url(forked, copied["id"]))
     assert got.status_code == 200 and got.content == original
-    assert_error(forked.client.delete(url(forked, ref["id"])), 409, "artifact_committed")
+    assert_error(forked.client.delete(url(forked, copied["id"])), 409, "artifact_committed")
+    # The source's message still names the source's artifact.
+    (source_message,) = [m for m in s.history() if m["role"] == "user"]
+    assert source_message["attachments"][0]["id"] == ref["id"]
 
     assert s.client.delete(f"/sessions/{s.id}").status_code == 204
     assert not (agent.data_dir / "artifacts" / s.id).exists()
-    again = forked.client.get(url(forked, ref["id"]))
+    again = forked.client.get(url(forked, copied["id"]))
     assert again.status_code == 200 and again.content == original
 
     # The fork's next request inlines its own copy.

@@ -23,6 +23,7 @@ from app.artifacts import (
     Artifacts,
     ImageTooLarge,
     UnsupportedImage,
+    forked_id,
 )
 from app.errors import FoyaError
 
@@ -328,9 +329,14 @@ def test_copy_for_fork(store: Artifacts, tmp_path: Path) -> None:
     store.add(SESSION, "c", encode(picture(), "WEBP"))
     store.commit(SESSION, [a["id"]])
     store.copy(SESSION, OTHER, [a["id"], b["id"], "e" * 32])
-    assert store.ref(OTHER, a["id"]) == a and store.committed(OTHER, a["id"])
-    assert store.ref(OTHER, b["id"]) == b and not store.committed(OTHER, b["id"])
-    assert store.read(OTHER, b["id"]) == store.read(SESSION, b["id"])
+    # Copies get the fork's own ids (derived, so the store can rename references to them).
+    a2, b2 = forked_id(OTHER, a["id"]), forked_id(OTHER, b["id"])
+    assert len({a["id"], b["id"], a2, b2}) == 4
+    assert store.ref(OTHER, a2) == {**a, "id": a2} and store.committed(OTHER, a2)
+    assert store.ref(OTHER, b2) == {**b, "id": b2} and not store.committed(OTHER, b2)
+    assert store.read(OTHER, b2) == store.read(SESSION, b["id"])
+    with pytest.raises(FoyaError):
+        store.ref(OTHER, a["id"])
     assert len(session_files(tmp_path / "artifacts", OTHER)) == 4
     for path in session_files(tmp_path / "artifacts", OTHER):
         assert stat.S_IMODE(path.stat().st_mode) == 0o600

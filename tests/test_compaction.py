@@ -267,28 +267,50 @@ def test_manual_compaction_summarises_all_but_the_last_user_message(agent: Agent
     assert [m.get("content") for m in after[len(before) :]] == ["third question", "third answer"]
 
 
-def test_compaction_then_compacting_again_has_nothing_new(agent: Agent) -> None:
+def test_compaction_then_compacting_again_covers_the_rest(agent: Agent) -> None:
     s = agent.session()
     two_exchanges(s)
     s.push_completion(reply(SUMMARY))
     assert compact_idle(s).status_code == 200
-    assert_error(compact(s), 409, "nothing_to_compact")
-    # One more exchange: the next compaction covers it and builds on the previous summary.
-    s.turn(answer("third answer"), message="third question")
+    # What is left is one exchange: a second compaction covers it, building on the summary.
     s.push_completion(reply("## Goal\nsecond summary"))
-    response = compact_idle(s)
-    assert response.status_code == 200, response.text
+    again = compact_idle(s)
+    assert again.status_code == 200, again.text
+    body = again.json()
+    assert body["level"] == "session" and body["segment_count"] == 1
+    assert body["through_seq"] == s.history()[-1]["event_seq"]
     covered = s.chats(streaming=False)[-1].messages[1]["content"]
     assert covered.startswith(f"Summary of the conversation before this part:\n{SUMMARY}")
     assert "[user] second question" in covered and "first question" not in covered
-    s.turn(answer("fourth answer"), message="fourth question")
+    # Nothing is left after the boundary now.
+    assert_error(compact(s), 409, "nothing_to_compact")
+    s.turn(answer("third answer"), message="third question")
     request = s.chats(streaming=True)[-1].messages
     assert contents(request)[1:] == [
         summary_message("## Goal\nsecond summary")["content"],
         "third question",
-        "third answer",
-        "fourth question",
     ]
+
+
+def test_a_one_exchange_session_is_compacted(agent: Agent) -> None:
+    """Foya compacts a session of one user message and a long answer: the kept tail must not
+    make it uncompactable."""
+    s = agent.session()
+    s.turn(answer(LONG), message="only question")
+    s.push_completion(reply(SUMMARY))
+    response = compact_idle(s)
+    assert response.status_code == 200, response.text
+    body = response.json()
+    history = s.history()
+    assert body["through_seq"] == history[-1]["event_seq"] > 0
+    assert body["projection_kind"] == "text"
+    assert body["level"] == "segmented" and body["segment_count"] == 1
+    covered = s.chats(streaming=False)[-1].messages[1]["content"]
+    assert "[user] only question" in covered and "[assistant] word word" in covered
+    s.turn(answer("next answer"), message="next question")
+    request = s.chats(streaming=True)[-1].messages
+    assert contents(request)[1:] == [SUMMARY_TEXT, "next question"]
+    assert s.history()[: len(history)] == history  # the user's history stays whole
 
 
 # -------------------------------------------------------------------------------- errors
@@ -312,7 +334,8 @@ def test_compacting_a_session_with_a_running_turn_is_busy(agent: Agent) -> None:
 def test_a_session_with_too_little_history_has_nothing_to_compact(agent: Agent) -> None:
     s = agent.session()
     assert_error(compact(s), 409, "nothing_to_compact")
-    s.turn(answer("only answer"), message="only question")
+    # A lone user message (its turn failed before any answer) has nothing to summarise.
+    s.turn(http_error(500, "upstream broke"), message="only question")
     assert_error(compact_idle(s), 409, "nothing_to_compact")
     assert not s.chats(streaming=False)
     s.wait_idle()
@@ -326,7 +349,7 @@ def test_compaction_right_after_a_turn_is_not_busy(agent: Agent) -> None:
     codes = []
     for _ in range(20):
         s = agent.session()
-        s.turn(answer("only answer"), message="only question")
+        s.turn(http_error(500, "upstream broke"), message="only question")
         codes.append(compact(s).json()["code"])
     busy = codes.count("session_busy")
     assert codes == ["nothing_to_compact"] * 20, f"{busy} of 20 refused as busy: {codes}"

@@ -86,14 +86,39 @@ def test_duplicate_paths_are_allowed(client: httpx.Client, tmp_path: Path) -> No
         pytest.param({"path": "/tmp", "workspace": "/tmp"}, id="unknown-field"),
         pytest.param({}, id="no-path"),
         pytest.param({"path": 5}, id="path-not-string"),
-        pytest.param({"path": ""}, id="empty-path"),
-        pytest.param({"path": "relative/dir"}, id="relative-path"),
     ],
 )
 def test_create_errors(client: httpx.Client, served: Served, body: dict[str, Any]) -> None:
     before = listed(client)
     assert_error(client.post("/projects", json=body), 400, "bad_request")
     assert listed(client) == before
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        pytest.param("", id="empty"),
+        pytest.param("relative/dir", id="relative"),
+        pytest.param("{tmp}/a\u0000b", id="nul"),
+        pytest.param("{tmp}/missing", id="missing"),
+        pytest.param("{tmp}/file.txt", id="regular-file"),
+        pytest.param("/", id="root"),
+        pytest.param("/etc", id="etc"),
+        pytest.param("/proc", id="proc"),
+        pytest.param("/proc/self", id="under-proc"),
+        pytest.param("/sys/kernel", id="sys"),
+        pytest.param("{tmp}/to-proc", id="symlink-to-proc"),
+    ],
+)
+def test_create_refuses_paths_that_are_not_project_directories(
+    client: httpx.Client, served: Served, tmp_path: Path, path: str
+) -> None:
+    (tmp_path / "file.txt").write_text("x")
+    (tmp_path / "to-proc").symlink_to("/proc")
+    before, files = listed(client), on_disk(served)
+    body = {"path": path.replace("{tmp}", str(tmp_path))}
+    assert_error(client.post("/projects", json=body), 400, "invalid_project_path")
+    assert listed(client) == before and on_disk(served) == files
 
 
 def test_create_with_malformed_json(client: httpx.Client) -> None:

@@ -440,7 +440,7 @@ def test_fork_defaults(client: httpx.Client, plain: Served) -> None:
     assert response.status_code == 200, response.text
     fork = response.json()
     assert fork["id"] != source["id"]
-    assert fork["title"] == "New chat copy"
+    assert fork["title"] == "Original copy"  # the source's title, marked as a copy
     assert fork["title_is_manual"] is True
     assert fork["phase"] == "idle"
     assert fork["pinned"] is False
@@ -460,10 +460,13 @@ def test_fork_with_title_and_empty_body(client: httpx.Client) -> None:
     sid = new_session(client)["id"]
     titled = client.post(f"/sessions/{sid}/fork", json={"title": "Plan B"})
     assert titled.status_code == 200, titled.text
-    assert titled.json()["title"] == "Plan B copy"
+    assert titled.json()["title"] == "Plan B"  # a given title is taken as it is
+    # Without one: `<source title> copy`, and "New chat copy" only for an untitled source.
     empty = client.post(f"/sessions/{sid}/fork", json={})
     assert empty.status_code == 200, empty.text
     assert empty.json()["title"] == "New chat copy"
+    again = client.post(f"/sessions/{titled.json()['id']}/fork", json={})
+    assert again.json()["title"] == "Plan B copy"
 
 
 def test_fork_keeps_the_project(client: httpx.Client, plain: Served, tmp_path: Path) -> None:

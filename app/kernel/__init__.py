@@ -13,8 +13,9 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from app.broker import Broker
-from app.errors import FoyaError, Unavailable
+from app.errors import BadRequest, FoyaError, Unavailable
 from app.events import MESSAGE_SNAPSHOT, Event
+from app.files import ProtectedPaths
 from app.kernel import usage
 from app.kernel.approvals import Approvals
 from app.kernel.connections import Connections
@@ -76,13 +77,15 @@ class Kernel:
         self.providers = Providers(self.connections)
         self.approvals = Approvals()
         self.queues = Queues()
+        # Foya's own data and secrets, but the managed workspaces tools work in.
+        protected = ProtectedPaths(settings.protected_paths, (self.sessions.workspaces,))
         self.turns = Turns(
             self.sessions,
             self.store,
             self.providers,
             self.approvals,
             self.queues,
-            registry(),
+            registry(protected),
             settings.data_dir,
             metrics,
         )
@@ -90,7 +93,7 @@ class Kernel:
         self.artifacts = SessionArtifacts(self.sessions)
         self.rewinds = Rewinds(self.sessions, self.store, self.turns, self.queues)
         self.reviews = Reviews(self.sessions, self.store, self.turns)
-        self.workspaces = Workspaces(self.sessions)
+        self.workspaces = Workspaces(self.sessions, protected)
         self.maintenance = Maintenance(self.store, self.sessions.remove_files)
         self.sessions.stop_work = self.turns.stop
         self._started = False
@@ -193,6 +196,16 @@ class Kernel:
         if windows:
             out["context_windows"] = windows
         return out
+
+    async def decide_approval(
+        self, session: str, request_id: str, body_request_id: str | None, decision: str
+    ) -> None:
+        """`POST /sessions/{id}/approvals/{request_id}`: the session must exist, a `request_id`
+        in the body must name the same request, and only that session's request is decided."""
+        await self.sessions.row(session)
+        if body_request_id not in (None, "", request_id):
+            raise BadRequest("request_id: does not match the request in the URL")
+        self.approvals.decide(session, request_id, decision)
 
     async def queue_items(self, session: str) -> list[dict[str, Any]]:
         await self.sessions.row(session)

@@ -95,12 +95,13 @@ class Approvals:
         await emit(APPROVAL_RESOLVED, {"id": request_id, "decision": decision})
         return decision
 
-    def decide(self, request_id: str, decision: str) -> None:
-        """Record the user's decision; an unknown or already decided request is a no-op."""
+    def decide(self, session: str, request_id: str, decision: str) -> None:
+        """Record the user's decision on `session`'s request; an unknown or already decided
+        request, or one that belongs to another session, is a no-op."""
         if decision not in DECISIONS:
             raise InvalidDecision(f"decision: must be one of {', '.join(DECISIONS)}")
         pending = self._pending.get(request_id)
-        if pending is not None and not pending[1].done():
+        if pending is not None and pending[0] == session and not pending[1].done():
             pending[1].set_result(decision)
 
     def forget(self, session: str) -> None:

@@ -74,17 +74,21 @@ def over_budget(estimate: int, window: int | None, last_output: int | None) -> b
     return estimate > size - output_reserve(size, last_output)
 
 
-def plan(history: list[dict[str, Any]], after_seq: int) -> Plan | None:
+def plan(history: list[dict[str, Any]], after_seq: int, *, standalone: bool = False) -> Plan | None:
     """Cover the messages after `after_seq` up to the last user message (kept as the tail).
 
-    The boundary is moved back so that no tool call is separated from its results; None if
-    nothing would be covered.
+    A standalone compaction (an idle session, nothing in progress) covers everything when the
+    last exchange is all there is, so a one-exchange session can be compacted too; a turn's own
+    compaction always keeps its user message. The boundary is moved back so that no tool call
+    is separated from its results; None if nothing would be covered.
     """
     pending = [m for m in history if int(m["event_seq"]) > after_seq]
     users = [i for i, m in enumerate(pending) if m.get("role") == "user"]
     if len(users) < KEEP_TAIL_USER_MESSAGES:
         return None
-    cut = users[-KEEP_TAIL_USER_MESSAGES] if users else len(pending)
+    cut = users[-KEEP_TAIL_USER_MESSAGES]
+    if cut == 0 and standalone and len(pending) > 1:
+        cut = len(pending)
     # Never end the covered part inside a tool exchange: back up to before the call.
     while cut > 0 and (
         pending[cut - 1].get("role") == "tool" or pending[cut - 1].get("tool_calls")
@@ -183,7 +187,8 @@ class Compactor:
             raise CompactionUnavailable(exc.message) from None
         history = await self.store.history(session)
         previous = await self.store.checkpoint(session)
-        chosen = plan(history, int(previous["through_seq"]) if previous else 0)
+        after = int(previous["through_seq"]) if previous else 0
+        chosen = plan(history, after, standalone=phase == "standalone")
         if chosen is None:
             raise NothingToCompact("nothing to compact: the history is already as short as it gets")
         prior = str(previous["summary"]) if previous else None
@@ -205,6 +210,9 @@ class Compactor:
         after = estimate_tokens([summary_message(text), *chosen.tail])
         digest = await self.store.source_digest(session, chosen.through_seq)
         made = checkpoint(text, chosen.through_seq, digest, phase, before, after)
+        # Foya's shape: a first summary is one segment; a later one folds the previous summary
+        # in, which Foya calls a session-level checkpoint.
+        made.update(projection_kind="text", level="session" if prior else "segmented")
         made["segment_count"] = segments
         await self.sessions.emit(EventDraft(session, COMPACTION_COMPLETED, made, run_id))
         if used.total_tokens:

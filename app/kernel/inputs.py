@@ -9,8 +9,8 @@ the artifact is part of the conversation and `DELETE` refuses it (`artifact_comm
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
+from urllib.parse import urlsplit
 
 from app.artifacts import MAX_BYTES, Artifacts
 from app.errors import BadRequest
@@ -18,25 +18,65 @@ from app.kernel.connections import Connections
 from app.kernel.sessions import Sessions
 
 MAX_ELEMENTS, MAX_ELEMENT_BYTES, MAX_ELEMENTS_BYTES, MAX_FILES = 8, 40 * 1024, 96 * 1024, 16
+ELEMENT_FIELDS = ("page_url", "page_title", "tag", "selector", "text", "html")
+
+
+class InvalidInput(BadRequest):
+    """A turn or queue body outside the reference's input rules."""
+
+    code = "invalid_queue_message"
+
+
+def _text(value: Any, field: str) -> str:
+    if not isinstance(value, str):
+        raise InvalidInput(f"{field}: must be a string")
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        raise InvalidInput(f"{field}: not valid Unicode text (lone surrogate)") from None
+    return value
+
+
+def _element(raw: Any) -> dict[str, Any]:
+    """One browser element, trimmed as Foya stores it; its page must be an http(s) URL."""
+    if not isinstance(raw, dict):
+        raise InvalidInput("browser_elements: each must be an object")
+    element = dict(raw)
+    for key in ELEMENT_FIELDS:
+        if element.get(key) is not None:
+            element[key] = _text(element[key], f"browser_elements.{key}").strip()
+    url = urlsplit(str(element.get("page_url") or ""))
+    if url.scheme not in ("http", "https") or not url.netloc:
+        raise InvalidInput("browser_elements.page_url: must be an http or https URL")
+    if not element.get("tag") or not element.get("selector"):
+        raise InvalidInput("browser_elements: tag and selector are required")
+    element["tag"] = element["tag"].lower()
+    return element
 
 
 def validate_turn(body: dict[str, Any]) -> dict[str, Any]:
-    """Input limits of `POST …/turns` and the queue (reference §1)."""
-    message = body.get("message")
-    if not isinstance(message, str) or not message.strip():
-        raise BadRequest("message: must be a non-empty string", code="invalid_queue_message")
-    elements = body.get("browser_elements") or []
-    sizes = [len(json.dumps(e)) for e in elements]
-    if len(elements) > MAX_ELEMENTS or any(s > MAX_ELEMENT_BYTES for s in sizes):
-        raise BadRequest(
-            f"browser_elements: at most {MAX_ELEMENTS}, {MAX_ELEMENT_BYTES // 1024} KiB each",
-            code="invalid_queue_message",
-        )
+    """`body` checked against the input limits of `POST …/turns` and the queue (reference §1)
+    and normalised: text may be empty only when attachments or browser elements carry the
+    input; browser elements are trimmed and must point at an http(s) page."""
+    message = _text(body.get("message", ""), "message")
+    raw_elements = body.get("browser_elements") or []
+    if not isinstance(raw_elements, list) or len(raw_elements) > MAX_ELEMENTS:
+        raise InvalidInput(f"browser_elements: at most {MAX_ELEMENTS}")
+    elements = [_element(e) for e in raw_elements]
+    sizes = [sum(len(str(e.get(k) or "").encode()) for k in ELEMENT_FIELDS) for e in elements]
+    if any(s > MAX_ELEMENT_BYTES for s in sizes):
+        raise InvalidInput(f"browser_elements: at most {MAX_ELEMENT_BYTES // 1024} KiB each")
     if sum(sizes) > MAX_ELEMENTS_BYTES:
-        raise BadRequest("browser_elements: at most 96 KiB in total", code="invalid_queue_message")
-    if len(body.get("attachments") or []) > MAX_FILES:
-        raise BadRequest(f"attachments: at most {MAX_FILES}", code="invalid_queue_message")
-    return body
+        raise InvalidInput("browser_elements: at most 96 KiB in total")
+    attachments = body.get("attachments") or []
+    if not isinstance(attachments, list) or len(attachments) > MAX_FILES:
+        raise InvalidInput(f"attachments: at most {MAX_FILES}")
+    if not message.strip() and not attachments and not elements:
+        raise InvalidInput("message: must not be empty without attachments or browser elements")
+    out = {**body, "message": message.strip()}
+    if elements:
+        out["browser_elements"] = elements
+    return out
 
 
 def image_input(connections: Connections, row: dict[str, Any]) -> bool:
@@ -53,13 +93,13 @@ async def accept(
     artifacts: Artifacts, connections: Connections, row: dict[str, Any], body: dict[str, Any]
 ) -> dict[str, Any]:
     """Validated `body`, its attachments replaced by committed AttachmentRefs."""
-    validate_turn(body)
+    body = validate_turn(body)
     given = body.get("attachments")
     if not given:
         return body
     ids = [a.get("id") if isinstance(a, dict) else None for a in given]
     if not all(isinstance(i, str) and i for i in ids):
-        raise BadRequest("attachments: each must be {id}", code="invalid_queue_message")
+        raise InvalidInput("attachments: each must be {id}")
     if not image_input(connections, row):
         raise BadRequest(
             f"model {row.get('model')} does not accept images", code="image_input_unsupported"

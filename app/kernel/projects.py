@@ -15,12 +15,41 @@ from app.errors import BadRequest, NotFound
 from app.events import iso_time
 from app.files import write_json_atomic
 from app.kernel.ids import new_id, now_ns
+from app.text import scrub
 
 DEFAULT_NAME = "New project"
 
 
+#: Pseudo file systems: never a project, nor anything under them.
+SYSTEM_TREES = ("/proc", "/sys", "/dev")
+#: System directories that are never a project themselves (a project below them is fine).
+SYSTEM_DIRS = ("/", "/etc", "/usr", "/bin", "/sbin", "/lib", "/lib64", "/boot", "/var", "/run")
+
+
 class ProjectNotFound(NotFound):
     """No such project."""
+
+
+class InvalidProjectPath(BadRequest):
+    code = "invalid_project_path"
+
+
+def checked_path(path: str) -> Path:
+    """`path` as a project directory: absolute, an existing directory, and not the root, a
+    system directory or a pseudo file system (tools would run and write there)."""
+    if "\0" in path or not path.strip() or not Path(path).is_absolute():
+        raise InvalidProjectPath("path: must be an absolute directory path")
+    given = Path(path)
+    try:
+        real = given.resolve(strict=True)
+    except (OSError, RuntimeError):
+        raise InvalidProjectPath(f"path: {path} does not exist") from None
+    if not real.is_dir():
+        raise InvalidProjectPath(f"path: {path} is not a directory")
+    text = str(real)
+    if text in SYSTEM_DIRS or any(text == t or text.startswith(t + "/") for t in SYSTEM_TREES):
+        raise InvalidProjectPath(f"path: {path} is a system directory, not a project")
+    return given
 
 
 class Projects:
@@ -37,7 +66,8 @@ class Projects:
             raw = json.loads(self.path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             raw = []
-        self._items = {p["id"]: p for p in raw if isinstance(p, dict) and "id" in p}
+        # A hand-edited file may hold text no encoder accepts: keep it servable and writable.
+        self._items = {p["id"]: scrub(p) for p in raw if isinstance(p, dict) and "id" in p}
 
     def _save(self) -> None:
         write_json_atomic(self.path, list(self._items.values()))
@@ -59,14 +89,13 @@ class Projects:
         return project_id in self._items
 
     async def create(self, path: str, name: str | None) -> dict[str, Any]:
-        """Add a project for an absolute directory path (duplicate paths are allowed)."""
-        if not path.strip() or not Path(path).is_absolute():
-            raise BadRequest("path: must be an absolute directory path")
+        """Add a project for an existing directory (duplicate paths are allowed)."""
+        given = checked_path(path)
         stamp = iso_time(now_ns())
         project: dict[str, Any] = {
             "id": new_id(),
             "name": (name or "").strip() or DEFAULT_NAME,
-            "path": str(Path(path)),
+            "path": str(given),
             "pinned": False,
             "created_at": stamp,
             "updated_at": stamp,

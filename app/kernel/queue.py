@@ -96,5 +96,11 @@ class Queues:
         _renumber(queue)
         return item
 
+    def restore(self, session: str, item: dict[str, Any]) -> None:
+        """Put a popped item back at the head (its turn could not start)."""
+        queue = self.of(session)
+        queue.items.insert(0, item)
+        _renumber(queue)
+
     def drop(self, session: str) -> None:
         self._queues.pop(session, None)

@@ -20,6 +20,8 @@ from app.kernel.runner import Turns
 from app.kernel.sessions import SessionBusy, Sessions
 from app.store import Store
 
+CONTEXT_KEYS = ("attachments", "browser_elements", "workspace_files", "skill_ref", "command")
+
 
 class RewindContextUnsupported(Conflict):
     code = "rewind_context_unsupported"
@@ -49,8 +51,10 @@ class Rewinds:
         force_file_keys: list[str] | None = None,
     ) -> dict[str, Any]:
         """Preview (default) or perform a rewind to before user message `message_seq`."""
-        if message_seq <= 0:
-            raise BadRequest("message_seq: must be positive", code="invalid_message_seq")
+        if not 0 < message_seq < 2**63:  # an event seq; larger ones do not fit SQLite
+            raise BadRequest(
+                "message_seq: must be a positive event seq", code="invalid_message_seq"
+            )
         await self.sessions.row(session)
         text = await self._user_text(session, message_seq)
         self._require_idle(session)
@@ -100,8 +104,14 @@ class Rewinds:
             raise BadRequest(f"message {seq} is not a user message", code="invalid_message_seq")
         [message] = await self.store.history(session, after_seq=seq - 1, limit=1)
         content = message.get("content")
-        if not isinstance(content, str):
-            raise RewindContextUnsupported(f"message {seq} is not a text message")
+        # The rewound message goes back to the client's composer as text: context that text
+        # cannot carry (images, browser elements, a chosen skill) would be silently lost.
+        carried = [key for key in CONTEXT_KEYS if message.get(key)]
+        if not isinstance(content, str) or carried:
+            what = ", ".join(carried) or "non-text content"
+            raise RewindContextUnsupported(
+                f"message {seq} carries {what}, which a rewind cannot give back; fork instead"
+            )
         return content
 
     def _require_idle(self, session: str) -> None:

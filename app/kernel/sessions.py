@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from app import events as k
-from app.artifacts import Artifacts
+from app.artifacts import Artifacts, forked_id
 from app.broker import Broker
 from app.errors import BadRequest, Conflict, NotFound
 from app.events import Event, EventDraft, iso_time
@@ -285,7 +285,8 @@ class Sessions:
     async def fork(
         self, session: str, title: str | None, through_seq: int | None
     ) -> dict[str, Any]:
-        """A new top-level session with copies of the active messages (up to `through_seq`)."""
+        """A new top-level session with copies of the active messages (up to `through_seq`),
+        titled `title`, or `<source title> copy`; its attachments are copies under new ids."""
         source = await self.row(session)
         if self.is_busy(session):
             raise SessionBusy("the session is busy; wait for the turn and its queue to finish")
@@ -304,7 +305,7 @@ class Sessions:
         row.update(
             id=new,
             phase="idle",
-            title=f"{title or DEFAULT_TITLE}{FORK_SUFFIX}",
+            title=title.strip() if title and title.strip() else fork_title(source.get("title")),
             title_is_manual=1,
             created_at_ns=stamp,
             updated_at_ns=stamp,
@@ -316,17 +317,22 @@ class Sessions:
                 await asyncio.to_thread(shutil.copytree, src, self.workspaces / new, symlinks=True)
             else:
                 (self.workspaces / new).mkdir(parents=True, exist_ok=True, mode=0o700)
-        copied = await self.store.fork(session, row, through_seq, iso_now())
+        ids: list[str] = []  # the source's artifact ids, as the store renames them
+
+        def rename(artifact_id: str) -> str:
+            ids.append(artifact_id)
+            return forked_id(new, artifact_id)
+
+        await self.store.fork(session, row, through_seq, iso_now(), rename)
         # The fork must not depend on the source's directory, which goes when it is deleted.
-        ids = [
-            str(a.get("id"))
-            for event in copied
-            if isinstance(event.payload, dict)
-            for a in event.payload.get("attachments") or ()
-        ]
         if ids:
             await asyncio.to_thread(self.artifacts.copy, session, new, ids)
         return await self.get(new)
+
+
+def fork_title(source: str | None) -> str:
+    """A fork's title when the client gives none: the source's, marked as a copy."""
+    return f"{source or DEFAULT_TITLE}{FORK_SUFFIX}"
 
 
 async def _no_work(_: str, __: str) -> None:

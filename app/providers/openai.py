@@ -34,6 +34,11 @@ RATE_LIMIT_RETRIES = 3
 BACKOFF_SECONDS = (1.0, 2.0, 4.0)
 MAX_RETRY_AFTER = 10.0
 TIMEOUT = 600.0
+#: What `_classify` maps: the SDK's errors, and what it lets through unwrapped (its HTTP
+#: library's errors when a body breaks off mid-stream, socket errors, and the header encoding
+#: of a non-ASCII key or URL). The SDK's major version is pinned in pyproject.toml: 2.x moved
+#: to another HTTP library (`httpx2`), whose errors escaped this map as internal errors.
+MAPPED = (openai.OpenAIError, httpx.HTTPError, OSError, UnicodeError)
 
 
 def _usage(raw: dict[str, Any] | None) -> Usage:
@@ -57,6 +62,11 @@ def _classify(exc: Exception) -> ProviderError:
         return ProviderError("bad_response", f"the provider answered HTTP {exc.status_code}")
     if isinstance(exc, openai.APITimeoutError | openai.APIConnectionError):
         return ProviderError("network", "cannot reach the provider")
+    if isinstance(exc, httpx.HTTPError | OSError):
+        # Raised by the SDK's HTTP library itself while a stream's body is read.
+        return ProviderError("network", "the provider's stream broke off")
+    if isinstance(exc, UnicodeError):
+        return ProviderError("bad_response", "the connection's URL or key is not plain ASCII")
     return ProviderError("bad_response", f"unexpected provider response ({type(exc).__name__})")
 
 
@@ -106,7 +116,7 @@ class OpenAIProvider:
                 if attempt == RATE_LIMIT_RETRIES:
                     raise _classify(exc) from None
                 await asyncio.sleep(_retry_after(exc, attempt))
-            except openai.OpenAIError as exc:
+            except MAPPED as exc:
                 raise _classify(exc) from None
         raise AssertionError("unreachable")
 
@@ -130,10 +140,8 @@ class OpenAIProvider:
                     for item in _delta_items(choice.get("delta") or {}):
                         yield item
                     finish = choice.get("finish_reason") or finish
-        except openai.OpenAIError as exc:
+        except MAPPED as exc:
             raise _classify(exc) from None
-        except httpx.HTTPError:
-            raise ProviderError("network", "the provider's stream broke off") from None
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise ProviderError(
                 "bad_response", f"malformed stream ({type(exc).__name__})"
@@ -154,7 +162,7 @@ class OpenAIProvider:
         try:
             page = await self.client.models.list()
             return sorted(m.id for m in page.data)
-        except openai.OpenAIError as exc:
+        except MAPPED as exc:
             raise _classify(exc) from None
 
 

@@ -71,7 +71,7 @@ class Store:
         def run(c: Any) -> Event:
             event = log.append(c, draft)
             if journal is not None:
-                journals.finish(c, journal)
+                journals.finish(c, journal, recorded=True)
             return event
 
         return await self.db.write(run)
@@ -141,10 +141,15 @@ class Store:
         )
 
     async def fork(
-        self, source: str, new_row: dict[str, Any], through_seq: int | None, forked_at: str
+        self,
+        source: str,
+        new_row: dict[str, Any],
+        through_seq: int | None,
+        forked_at: str,
+        rename_attachment: Callable[[str], str] = str,
     ) -> list[Event]:
         return await self.db.write(
-            lambda c: history.fork(c, source, new_row, through_seq, forked_at)
+            lambda c: history.fork(c, source, new_row, through_seq, forked_at, rename_attachment)
         )
 
     async def delete_session(self, session: str) -> int:

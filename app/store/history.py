@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from typing import Any
 
 from app import events as k
@@ -79,11 +80,12 @@ def fork(
     new_row: dict[str, Any],
     through_seq: int | None,
     forked_at: str,
+    rename_attachment: Callable[[str], str] = str,
 ) -> list[Event]:
     """Create session `new_row` holding copies of `source`'s active messages up to `through_seq`.
 
     Copies are `message_imported` events with new seqs, so later changes to the source never
-    reach the fork.
+    reach the fork; their attachments are renamed by `rename_attachment` (the fork's own ids).
     """
     require_live_session(conn, source)
     if through_seq is not None:
@@ -112,6 +114,10 @@ def fork(
     out = [forked]
     for message in messages:
         copy = {key: value for key, value in message.items() if key != "event_seq"}
+        if copy.get("attachments"):
+            copy["attachments"] = [
+                {**a, "id": rename_attachment(str(a.get("id")))} for a in copy["attachments"]
+            ]
         out.append(append(conn, EventDraft(new, k.MESSAGE_IMPORTED, copy)))
     return out
 

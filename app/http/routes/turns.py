@@ -51,12 +51,11 @@ def router(kernel: Kernel) -> APIRouter:
         await turns.remove_item(session_id, message_id)
         return Response(status_code=204)
 
-    @api.post(
-        "/sessions/{session_id}/queue/{message_id}/dispatch", response_model_exclude_none=True
-    )
-    async def dispatch(session_id: str, message_id: str) -> TurnAccepted:
-        """Run a queued message now (cancelling the running turn if there is one)."""
-        return TurnAccepted(**await turns.dispatch(session_id, message_id))
+    @api.post("/sessions/{session_id}/queue/{message_id}/dispatch")
+    async def dispatch(session_id: str, message_id: str) -> QueueItem:
+        """Run a queued message now (ending the running turn or compaction if there is one);
+        answers the dispatched item."""
+        return QueueItem(**await turns.dispatch(session_id, message_id))
 
     @api.post("/sessions/{session_id}/compact")
     async def compact(session_id: str) -> Compacted:
@@ -65,8 +64,9 @@ def router(kernel: Kernel) -> APIRouter:
 
     @api.post("/sessions/{session_id}/approvals/{request_id}", status_code=204)
     async def decide(session_id: str, request_id: str, body: Decision) -> Response:
-        """approved, approved_for_session or denied; an unknown request is a no-op."""
-        kernel.approvals.decide(request_id, body.decision)
+        """approved, approved_for_session or denied; an unknown request (or one of another
+        session) is a no-op."""
+        await kernel.decide_approval(session_id, request_id, body.request_id, body.decision)
         return Response(status_code=204)
 
     @api.post("/sessions/{session_id}/tools/{tool_call_id}/cancel", status_code=204)
