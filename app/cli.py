@@ -137,7 +137,7 @@ def tls_self_signed(
     force: Annotated[bool, typer.Option("--force", help="Overwrite existing files.")] = False,
 ) -> None:
     """Write a self-signed certificate and 0600 key; print the certificate's SHA-256 fingerprint."""
-    from app.certs import self_signed
+    from app.ops.certs import self_signed
 
     base = build_settings(data_dir=data_dir).data_dir / "tls"
     cert_path, key_path = cert or base / "cert.pem", key or base / "key.pem"
@@ -210,7 +210,7 @@ def backup(
     data_dir: DataDirOpt = None,
 ) -> None:
     """Back up the data directory and ~/.foya into one archive, while the kernel runs."""
-    from app.backup import backup as run_backup
+    from app.ops.backup import backup as run_backup
 
     settings = build_settings(data_dir=data_dir)
     bar, update = _progress("backing up")
@@ -240,7 +240,7 @@ def restore(
     ] = False,
 ) -> None:
     """Verify a backup and restore it into the data directory (stop the kernel first)."""
-    from app.restore import restore as run_restore
+    from app.ops.restore import restore as run_restore
 
     settings = build_settings(data_dir=data_dir)
     bar, update = _progress("verifying" if dry_run else "restoring")
@@ -298,7 +298,7 @@ def exec_(
     ] = None,
 ) -> None:
     """Run one turn on a kernel and stream its reply; exit 0 completed, 1 failed, 130 cancelled."""
-    from app.client import ExecOptions, Target, run_exec
+    from app.ops.client import ExecOptions, Target, run_exec
 
     if not prompt.strip():
         fail("PROMPT: must not be empty")
@@ -363,8 +363,8 @@ def tunnel(
 ) -> None:
     """Forward a local port to a kernel on another machine over ssh, starting it there if it is
     not running; reconnects when the tunnel drops. Prints `ready: URL` each time it is up."""
-    from app.tunnel import TunnelConfig
-    from app.tunnel import run as run_tunnel
+    from app.ops.tunnel.config import TunnelConfig
+    from app.ops.tunnel.local import run as run_tunnel
 
     secret = _token(token_file)
     if secret is None:

@@ -66,7 +66,7 @@ def digest(token: str) -> str:
 
 @pytest.fixture(scope="session")
 def tls_files(tmp_path_factory: pytest.TempPathFactory) -> TlsFiles:
-    """A certificate for 127.0.0.1/localhost from `app.certs.self_signed`, written to files."""
+    """A certificate for 127.0.0.1/localhost from `app.ops.certs.self_signed`, written to files."""
     return write_tls_pair(tmp_path_factory.mktemp("tls"))
 
 

@@ -26,7 +26,7 @@ from typing import Any
 
 import httpx
 
-from app.certs import self_signed
+from app.ops.certs import self_signed
 
 REPO = Path(__file__).resolve().parents[1]
 FOYA = (sys.executable, "-m", "app")

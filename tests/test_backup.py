@@ -3,14 +3,14 @@
 The online scenario (module fixture `online`) runs a real `foya serve` on a Unix socket with a
 fake provider: a connection (its API key lands in `connections.json`), a project, sessions with
 real turns (a `write` tool call puts a file in a managed workspace), an uploaded image, files
-written straight into a workspace (one larger than `app.backup.WHOLE_FILE`, so it is streamed),
+written straight into a workspace (one larger than `app.ops.backup.WHOLE_FILE`, so it is streamed),
 and a `~/.foya` in a temporary HOME. A writer thread keeps PATCHing a session's title (each
 PATCH stores a `session_updated`) while `foya backup` runs as a subprocess; the archive is then
 restored with `foya restore` into a fresh data dir and a fresh HOME, and a second kernel serves
 it. Just before the backup starts, the test reads the live head seq through a read-only SQLite
 connection: every event acknowledged before that instant has a seq at most that head.
 
-The refusal tests use a small archive written in process by `app.backup.backup` from a data dir
+The refusal tests use a small archive written in process by `app.ops.backup.backup` from a data dir
 seeded through the real `Store`, and variants of it rewritten with `tarfile`. Each refused
 restore runs onto an existing data dir with `--replace` and, unless the manifest alone refuses
 it, at the same time onto a target that does not exist; the sandbox holding both (and HOME, and
@@ -48,9 +48,9 @@ from helpers import FOYA, REPO, Kernel, Launcher, base_env, run_foya, short_tmpd
 from PIL import Image
 from streams_helpers import Served, metric, seed_store, session_row, unix_kernel
 
-from app.backup import MANIFEST, WHOLE_FILE, backup
 from app.events import EventDraft
-from app.restore import restore
+from app.ops.backup import MANIFEST, WHOLE_FILE, backup
+from app.ops.restore import restore
 from app.store import Store
 
 DB_FILES = ("foya.db", "foya.db-wal", "foya.db-shm", "foya.db-journal")

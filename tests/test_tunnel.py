@@ -1,5 +1,6 @@
-"""`app.tunnel` end to end: a real `sshd` on a loopback port (throwaway host and client keys), this
-machine as the remote, the venv's `foya` as the remote kernel, a real `ssh -N -L` in between.
+"""`app.ops.tunnel` end to end: a real `sshd` on a loopback port (throwaway host and client
+keys), this machine as the remote, the venv's `foya` as the remote kernel, a real `ssh -N -L` in
+between.
 
 Remote kernels are started detached by the tunnel itself, so they are no children of ours: each
 is found through `<data-dir>/kernel.lock` (it holds the PID) and stopped by PID at teardown.
@@ -27,8 +28,9 @@ import httpx
 import pytest
 from helpers import Kernel, Launcher, base_env, free_port, is_listening, sha256_hex, wait_until
 
-from app.tunnel import CONFIG, FAILED, OK, Tunnel, TunnelConfig
-from app.tunnel_remote import sh_path
+from app.ops.tunnel.config import TunnelConfig
+from app.ops.tunnel.local import CONFIG, FAILED, OK, Tunnel
+from app.ops.tunnel.remote import sh_path
 
 SSHD = Path("/usr/sbin/sshd")
 REMOTE_FOYA = str(Path(sys.executable).parent / "foya")
@@ -321,7 +323,8 @@ def test_wrong_token_fails_fast(sshd: Sshd, shared: tuple[Remote, Kernel]) -> No
 
 SCRIPT = """
 import json, os, sys
-from app.tunnel import TunnelConfig, run
+from app.ops.tunnel.config import TunnelConfig
+from app.ops.tunnel.local import run
 fields = json.loads(sys.argv[1])
 fields["ssh_options"] = tuple(fields["ssh_options"])
 config = TunnelConfig(token=os.environ["FOYA_TOKEN"], **fields)

@@ -1,4 +1,4 @@
-"""`foya restore`: put a backup written by `foya backup` (app.backup) in place.
+"""`foya restore`: put a backup written by `foya backup` (app.ops.backup) in place.
 
 A restore verifies before it touches anything: the manifest's versions (an archive or schema
 newer than this code is refused), every member against its hash and type (no absolute paths,
@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from app.backup import CHUNK, DATA, FORMAT, FORMAT_VERSION, HOME, MANIFEST, Progress, Report
 from app.errors import FoyaError
 from app.files import fsync_dir
+from app.ops.backup import CHUNK, DATA, FORMAT, FORMAT_VERSION, HOME, MANIFEST, Progress, Report
 from app.store import DB_NAME
 from app.store.backup import inspect
 from app.store.schema import VERSION as SCHEMA_VERSION

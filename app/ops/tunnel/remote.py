@@ -4,10 +4,8 @@ starts a kernel on the remote's loopback unless something already listens on its
 from __future__ import annotations
 
 import shlex
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from app.tunnel import TunnelConfig
+from app.ops.tunnel.config import TunnelConfig
 
 # A LISTEN (0A) socket that accepts 127.0.0.1:<p>: loopback or wildcard, IPv4 or IPv6 (v4-mapped).
 _LISTEN_AWK = (

@@ -1,4 +1,5 @@
-"""`foya tunnel`: reach a kernel on another machine through `ssh -L` (reference §5, SSH mode).
+"""The local half of `foya tunnel`: reach a kernel on another machine through `ssh -L` (reference
+§5, SSH mode).
 
 Each (re)connection runs one `ssh <dest> sh -c <script>` that starts the remote kernel on the
 remote's loopback (`foya serve --listen 127.0.0.1:<port> --allow-plaintext`) unless something
@@ -36,12 +37,12 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import IO, TextIO
 
 import httpx
 
-from app.tunnel_remote import start_script
+from app.ops.tunnel.config import TunnelConfig
+from app.ops.tunnel.remote import start_script
 
 OK, FAILED, CONFIG = 0, 1, 2
 BACKOFF_FIRST, BACKOFF_MAX = 0.5, 10.0
@@ -56,24 +57,6 @@ DEFAULT_OPTIONS = (
     "-o", "ServerAliveInterval=15", "-o", "ServerAliveCountMax=3",
 )  # fmt: skip
 _AUTH_REFUSALS = ("Permission denied", "Host key verification failed", "IDENTIFICATION HAS CHANGED")
-
-
-@dataclass(frozen=True)
-class TunnelConfig:
-    """Where the kernel runs and how to reach it. Remote paths may start with `~/`."""
-
-    destination: str  # user@host, or a Host alias: anything ssh accepts
-    token: str  # the raw bearer token; only its SHA-256 lives on the remote
-    remote_port: int = 8787
-    local_port: int = 0  # 0: a free port, kept across reconnections
-    remote_foya: str = "foya"  # resolved by the remote's non-interactive PATH unless a path
-    remote_data_dir: str | None = None  # --data-dir; None: the remote foya's default
-    remote_token_hash_file: str = "~/.config/foya/auth-token.sha256"  # noqa: S105 (a path)
-    remote_log_file: str | None = None  # default <data-dir>/kernel.log or ~/.local/share/foya/…
-    ssh: str = "ssh"
-    ssh_options: tuple[str, ...] = ()  # e.g. ("-p", "2222", "-i", key, "-o", "User=me")
-    ready_timeout: float = 30.0
-    health_interval: float = 15.0  # how often a live tunnel re-checks /readyz
 
 
 class TunnelError(Exception):

@@ -1,6 +1,8 @@
 """Self-signed TLS certificates for direct HTTPS on a LAN (`foya tls self-signed`).
 
-The only module that imports `cryptography`.
+The only module that imports `cryptography`. Its X.509 parts are imported inside the functions
+that use them, not at module import: they cost ~55 ms here, and nothing on the way to
+`foya serve` should pay for them.
 """
 
 from __future__ import annotations
@@ -8,11 +10,10 @@ from __future__ import annotations
 import datetime as dt
 import ipaddress
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+if TYPE_CHECKING:
+    from cryptography import x509
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,11 @@ class KeyPair:
 
 def self_signed(hosts: list[str], days: int = 825) -> KeyPair:
     """A P-256 certificate valid for `hosts` (DNS names or IP literals), signed by its own key."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
     if not hosts:
         raise ValueError("at least one host name is required")
     key = ec.generate_private_key(ec.SECP256R1())
@@ -64,4 +70,6 @@ def self_signed(hosts: list[str], days: int = 825) -> KeyPair:
 
 def fingerprint(cert: x509.Certificate) -> str:
     """`AB:CD:…`: SHA-256 of the DER certificate, as `openssl x509 -fingerprint` shows it."""
+    from cryptography.hazmat.primitives import hashes
+
     return cert.fingerprint(hashes.SHA256()).hex(":").upper()

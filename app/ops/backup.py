@@ -1,5 +1,5 @@
 """`foya backup`: everything a kernel keeps, in one verifiable archive (`foya restore` reads it
-back: app.restore).
+back: app.ops.restore).
 
 A backup is an uncompressed tar (mode 0600) holding `data/` (the data directory: a consistent
 snapshot of `foya.db` taken with SQLite's backup API while the kernel runs, connections,

@@ -1,0 +1,6 @@
+"""`foya tunnel`: reach a kernel on another machine through `ssh -L`.
+
+`config` holds `TunnelConfig`, the one thing both sides share; `local` is the supervisor that runs
+ssh here (see its docstring for the exit codes and known limits); `remote` builds the POSIX sh
+script that ssh runs on the other machine to start the kernel there.
+"""
