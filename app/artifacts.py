@@ -5,6 +5,9 @@ fields, `committed`, `created_at`), written last so that metadata present means 
 Uploads are identified by content, never by name or client media type, bounded from the header
 before any pixel is decoded, then re-encoded in the same format so the stored file carries no EXIF,
 XMP, comments or text chunks. Synchronous and CPU bound: the kernel calls it via asyncio.to_thread.
+
+Pillow is imported by the functions that decode, on the first upload: mapping its native
+libraries at start cost every `foya serve` resident memory and start-up time (bench/http.py).
 """
 
 from __future__ import annotations
@@ -20,12 +23,13 @@ import unicodedata
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
-
-from PIL import Image, ImageOps, JpegImagePlugin
+from typing import TYPE_CHECKING, Any
 
 from app.errors import BadRequest, Conflict, FoyaError, NotFound
 from app.files import fsync_dir, write_bytes_atomic, write_json_atomic
+
+if TYPE_CHECKING:
+    from PIL.Image import Image as PILImage
 
 MAX_BYTES = 20 * 1024 * 1024
 MAX_SIDE = 8192
@@ -225,6 +229,8 @@ def _normalize(data: bytes) -> tuple[str, bytes, int, int]:
     """Decode an upload within the limits and re-encode it: (format, bytes, width, height)."""
     if len(data) > MAX_BYTES:
         raise ImageTooLarge(f"image is larger than {MAX_BYTES // (1024 * 1024)} MiB")
+    from PIL import Image
+
     try:
         # Only these four decoders may run: a refused format (TIFF, BMP, PSD, ...) is never
         # parsed at all, which is both less attack surface and less wasted work.
@@ -244,9 +250,11 @@ def _normalize(data: bytes) -> tuple[str, bytes, int, int]:
     return fmt, out, frames[0].width, frames[0].height
 
 
-def _frames(im: Image.Image, *, single: bool) -> list[Image.Image]:
+def _frames(im: PILImage, *, single: bool) -> list[PILImage]:
     """Every frame, upright and without metadata; sizes are checked before a frame is decoded."""
-    frames: list[Image.Image] = []
+    from PIL import ImageOps
+
+    frames: list[PILImage] = []
     total = 0
     while True:
         width, height = im.size  # from the header: Image.open and seek do not decode pixels
@@ -269,7 +277,9 @@ def _frames(im: Image.Image, *, single: bool) -> list[Image.Image]:
             return frames
 
 
-def _encode(frames: list[Image.Image], fmt: str, source: Image.Image, data: bytes) -> bytes:
+def _encode(frames: list[PILImage], fmt: str, source: PILImage, data: bytes) -> bytes:
+    from PIL import JpegImagePlugin
+
     first = frames[0]
     params: dict[str, Any] = {}
     # The ICC profile is colour data, not personal metadata: dropping it would shift colours.

@@ -28,6 +28,9 @@ def create_api(kernel: Kernel, *, token_sha256: str | None, lifespan: Lifespan |
         lifespan=lifespan,
         docs_url=None,
         redoc_url=None,
+        # We export Prometheus metrics and structured logs ourselves; FastAPI's OpenTelemetry
+        # check would otherwise run on every request.
+        telemetry={"tracing": False, "metrics": False, "logs": False},
     )
     # Streams per client are capped on TCP only: the Unix socket's one client is its owner.
     per_client = kernel.settings.max_streams_per_client

@@ -47,6 +47,8 @@ def _refusal(status: int, code: str, message: str, *, close: bool = False) -> li
 
 def valid_query(raw: bytes) -> bool:
     """Whether the query string is UTF-8 after percent-decoding."""
+    if b"%" not in raw and raw.isascii():  # most requests: nothing to decode
+        return True
     try:
         unquote_to_bytes(raw.replace(b"+", b" ")).decode("utf-8")
     except UnicodeDecodeError:

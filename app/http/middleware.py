@@ -23,10 +23,11 @@ from app.http.errors import INTERNAL_ERROR, log_unexpected
 from app.logs import get_logger
 from app.metrics import Metrics
 
-_SECURITY_HEADERS = [
+_SECURITY_HEADERS = (
     (b"referrer-policy", b"no-referrer"),
     (b"x-content-type-options", b"nosniff"),
-]
+)
+_NO_STORE = (b"cache-control", b"no-store")
 _REQUEST_ID = re.compile(rb"[A-Za-z0-9._-]{1,64}")
 _UNAUTHORIZED_BODY = b'{"code":"unauthorized","message":"valid bearer token required"}'
 MIN_TOKEN_LENGTH = 32
@@ -72,10 +73,13 @@ class Observe:
             nonlocal status, started
             if message["type"] == "http.response.start":
                 status, started = message["status"], True
-                headers = list(message.get("headers", []))
-                if not any(k.lower() == b"cache-control" for k, _ in headers):
-                    headers.append((b"cache-control", b"no-store"))
-                headers.extend(_SECURITY_HEADERS)
+                headers = list(message.get("headers", ()))
+                for name, _ in headers:  # a plain loop: any() over a generator costs more here
+                    if name.lower() == b"cache-control":
+                        break
+                else:
+                    headers.append(_NO_STORE)
+                headers += _SECURITY_HEADERS
                 headers.append((b"x-request-id", request_id.encode()))
                 message = {**message, "headers": headers}
             await send(message)
@@ -122,12 +126,17 @@ class BearerAuth:
     """Bearer-token check for TCP listeners: only exact `GET /healthz` (and its `HEAD`, the same
     probe without a body) is exempt.
 
-    The server holds only the token's SHA-256 hex digest and compares digests in constant time.
+    The server holds only the token's SHA-256 digest and compares digests in constant time.
     """
 
     def __init__(self, app: ASGIApp, token_sha256: str) -> None:
         self.app = app
-        self.digest = token_sha256.encode()
+        # Raw bytes, compared with the raw digest of the presented token: no hex round trip per
+        # request. A malformed setting (not 64 hex digits) matches no token, as before.
+        try:
+            self.digest = bytes.fromhex(token_sha256)
+        except ValueError:
+            self.digest = b"\0" * 33  # longer than any SHA-256 digest: never equal
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan" or self._exempt(scope) or self._authorized(scope):
@@ -164,5 +173,4 @@ class BearerAuth:
         scheme, _, token = value.partition(b" ")
         if scheme.lower() != b"bearer" or len(token) < MIN_TOKEN_LENGTH:
             return False
-        digest = hashlib.sha256(token).hexdigest().encode()
-        return bool(hmac.compare_digest(digest, self.digest))
+        return hmac.compare_digest(hashlib.sha256(token).digest(), self.digest)

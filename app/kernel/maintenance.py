@@ -1,6 +1,10 @@
 """Background upkeep driven by `cleanup_jobs`: file-change retention every hour and the removal
 of deleted sessions' directories. Jobs live in the database, so work a crash interrupted is
-picked up at the next start; a failing job is retried later, never dropped."""
+picked up at the next start; a failing job is retried later, never dropped.
+
+The jobs due at start run in the background task's first round, not before the server listens:
+nothing in them is needed to serve (crash recovery, which is, runs before: app.kernel.recovery),
+and a prune of a large history would otherwise delay the first answer."""
 
 from __future__ import annotations
 
@@ -21,7 +25,7 @@ MAX_SLEEP = 3600.0
 
 
 class Maintenance:
-    """Runs due cleanup jobs, at start and then whenever the next one falls due."""
+    """Runs due cleanup jobs in the background: at start, then whenever the next one falls due."""
 
     def __init__(
         self, store: Store, remove_session_files: Callable[[str], Awaitable[None]]
@@ -32,8 +36,9 @@ class Maintenance:
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
-        """Run jobs as they fall due, from now on (the caller ran those due at start)."""
-        self._task = asyncio.create_task(self._loop(), name="maintenance")
+        """Run the jobs due now, then each one as it falls due, in a background task."""
+        if self._task is None:
+            self._task = asyncio.create_task(self._loop(), name="maintenance")
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -71,13 +76,10 @@ class Maintenance:
     async def _loop(self) -> None:
         while True:
             try:
+                await self.run_due()
                 due = await self.store.next_job_at()
             except Exception:
                 self.log.exception("maintenance failed")
                 due = None
             wait = MAX_SLEEP if due is None else max(0.0, (due - time.time_ns()) / 1e9)
             await asyncio.sleep(min(wait, MAX_SLEEP) + 1.0)
-            try:
-                await self.run_due()
-            except Exception:
-                self.log.exception("maintenance failed")

@@ -1,4 +1,9 @@
-"""Which provider serves a session: its connection's base URL and key, one client per connection."""
+"""Which provider serves a session: its connection's base URL and key, one client per connection.
+
+The provider module (and with it the `openai` SDK: ~0.3 s and ~15 MB) is imported when the first
+client is built, not when the kernel is: a kernel that serves no turn never pays for it, and
+`foya serve` listens sooner (bench/http.py's startup and idle-memory figures).
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,6 @@ from typing import Any
 from app.kernel.approvals import Ask
 from app.kernel.connections import Connections
 from app.providers.base import ChatRequest, Provider, ProviderError
-from app.providers.openai import OpenAIProvider
 
 
 class Providers:
@@ -24,6 +28,8 @@ class Providers:
         fingerprint = hashlib.sha256(f"{base_url}\0{key}".encode()).hexdigest()
         cached = self._cache.get(connection_id)
         if cached is None or cached[0] != fingerprint:
+            from app.providers.openai import OpenAIProvider  # first use loads the SDK
+
             cached = (fingerprint, OpenAIProvider(base_url, key))
             self._cache[connection_id] = cached
         return cached[1]
