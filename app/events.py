@@ -1,7 +1,10 @@
-"""Event kinds and the event envelope shared by the store, the kernel, the broker and SSE.
+"""Event kinds, the payloads of a turn's facts, and the event envelope shared by the store, the
+kernel, the broker and SSE.
 
 Wire envelope (reference §2): `{seq, kind, session, run_id?, time, payload?}`. `seq` is the global
-`events` rowid; deltas are never stored and carry seq 0.
+`events` rowid; deltas are never stored and carry seq 0. Payloads are JSON objects; those of the
+turn core are typed here once (TypedDicts: they stay plain JSON in the log and on the wire) and
+the HTTP layer reuses them where a route answers the same shape.
 """
 
 from __future__ import annotations
@@ -10,7 +13,11 @@ import datetime as dt
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, NotRequired
+
+# typing_extensions' TypedDict: pydantic (which builds the HTTP schemas from these) needs it
+# before Python 3.12.
+from typing_extensions import TypedDict
 
 MESSAGE_END = "message_end"
 MESSAGE_IMPORTED = "message_imported"
@@ -38,6 +45,66 @@ APPROVAL_RESOLVED = "approval_resolved"
 ERROR = "error"
 #: Beyond Foya: the text generated so far, sent first to a client that joins mid-generation.
 MESSAGE_SNAPSHOT = "message_snapshot"
+
+
+class TokenCounts(TypedDict):
+    input_tokens: int
+    output_tokens: int
+    total_tokens: int
+    cached_tokens: int
+
+
+class Usage(TokenCounts):
+    """`usage_updated`, and `GET /sessions/{id}/usage`: one model request's token counts."""
+
+    model: str
+
+
+class TurnStarted(TypedDict):
+    run_id: str
+    started_at: str
+
+
+class TurnCancelRequested(TypedDict):
+    run_id: str
+    reason: str
+    requested_at: str
+
+
+class TurnComplete(TypedDict):
+    run_id: str
+    started_at: str
+    completed_at: str
+    status: Literal["completed", "cancelled", "failed"]
+    reason: NotRequired[str]
+
+
+class ContextRequestAccepted(TypedDict):
+    """The accepted boundary of a model request (seed 001 "Accepted Boundary")."""
+
+    session_id: str
+    route: str
+    through_seq: int
+    usage: TokenCounts
+    payload_bytes: int
+    checkpoint_id: str | None
+
+
+class ToolBegin(TypedDict):
+    id: str
+    name: str
+    status: Literal["queued"]
+
+
+class ToolUpdate(TypedDict):
+    id: str
+    name: str
+    input: dict[str, Any]
+    status: Literal["pending"]
+
+
+class QueueUpdated(TypedDict):
+    items: list[dict[str, Any]]
 
 
 def iso_time(ns: int) -> str:

@@ -89,14 +89,6 @@ class Message(BaseModel):
     event_seq: int | None = None
 
 
-class Usage(BaseModel):
-    model: str
-    input_tokens: int
-    output_tokens: int
-    total_tokens: int
-    cached_tokens: int
-
-
 class DailyActivity(BaseModel):
     date: str
     message_count: int

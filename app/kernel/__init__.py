@@ -17,8 +17,10 @@ from app.errors import BadRequest, FoyaError, Unavailable
 from app.events import MESSAGE_SNAPSHOT, Event
 from app.files import ProtectedPaths
 from app.kernel import usage
+from app.kernel.activity import SessionBusy
 from app.kernel.approvals import Approvals
 from app.kernel.connections import Connections
+from app.kernel.emit import Facts, topic
 from app.kernel.ids import now_ns
 from app.kernel.inputs import SessionArtifacts
 from app.kernel.maintenance import Maintenance
@@ -30,7 +32,7 @@ from app.kernel.recovery import recover
 from app.kernel.review import Reviews
 from app.kernel.rewind import Rewinds
 from app.kernel.runner import Turns
-from app.kernel.sessions import Sessions, topic
+from app.kernel.sessions import Sessions
 from app.kernel.streams import SessionStream
 from app.kernel.workspace import Workspaces
 from app.metrics import Metrics
@@ -69,10 +71,11 @@ class Kernel:
         metrics.watch_backups(settings.data_dir)
         self.store = Store(settings.data_dir)
         self.broker = Broker(metrics)
+        self.facts = Facts(self.store, self.broker)
         self.projects = Projects(settings.data_dir)
         self.connections = Connections(settings.data_dir)
         self.sessions = Sessions(
-            self.store, self.broker, self.projects, self.connections, settings.data_dir
+            self.store, self.facts, self.projects, self.connections, settings.data_dir
         )
         self.providers = Providers(self.connections)
         self.approvals = Approvals()
@@ -89,13 +92,11 @@ class Kernel:
             settings.data_dir,
             metrics,
         )
-        self.sessions.is_busy = self.turns.is_busy
         self.artifacts = SessionArtifacts(self.sessions)
         self.rewinds = Rewinds(self.sessions, self.store, self.turns, self.queues)
         self.reviews = Reviews(self.sessions, self.store, self.turns)
         self.workspaces = Workspaces(self.sessions, protected)
         self.maintenance = Maintenance(self.store, self.sessions.remove_files)
-        self.sessions.stop_work = self.turns.stop
         self._started = False
         self._readiness: tuple[float, list[Check]] | None = None
         self._checks: list[CheckFn] = [
@@ -111,13 +112,15 @@ class Kernel:
         if self._started:
             return
         self.settings.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        await asyncio.to_thread(self.store.open)
+        # Blocking, but nothing is served before start returns; a worker thread for it would
+        # stay idle in the pool for good (resident memory).
+        self.store.open()
         self._started = True
         self.projects.load()
         self.connections.load()
         await recover(self.store)
-        # Before serving: what a crash left undone (e.g. a deleted session's directories).
-        await self.maintenance.run_due()
+        # Cleanup a crash left undone (a deleted session's directories, a due prune) is not
+        # needed to serve: it runs in the background, while the server starts answering.
         self.maintenance.start()
 
     async def begin_shutdown(self) -> None:
@@ -157,20 +160,39 @@ class Kernel:
                 stream.prepend([Event(0, MESSAGE_SNAPSHOT, session, None, now_ns(), partial)])
             yield stream
 
-    async def usage_report(self, days: int) -> dict[str, Any]:
+    async def usage_report(self, raw_days: str) -> dict[str, Any]:
         """`GET /usage`: totals over `days`, a year of daily activity, per-model shares."""
+        days = usage.range_days(raw_days)
         today = dt.datetime.now(dt.UTC).date()
-        if days not in usage.RANGES:
-            raise usage.InvalidRange("days: must be 7 or 30")
         since = (today - dt.timedelta(days=usage.ACTIVITY_DAYS - 1)).isoformat()
         tokens, messages, session_days = await self.store.usage_ledgers(since)
         return usage.report(days, today, tokens, messages, session_days)
+
+    async def delete_session(self, session: str) -> None:
+        """Stop the session's work and remove it, its children first."""
+        await self.sessions.row(session)
+        for child in await self.store.list_sessions(parent_id=session):
+            await self.delete_session(child["id"])
+        await self.turns.stop(session, "session_deleted")
+        try:
+            await self.sessions.remove(session)
+        finally:
+            self.turns.forget(session)
+
+    async def fork_session(
+        self, session: str, title: str | None, through_seq: int | None
+    ) -> dict[str, Any]:
+        """A copy of an idle session (no turn, nothing queued) as a new top-level session."""
+        await self.sessions.row(session)
+        if self.turns.is_busy(session):
+            raise SessionBusy("the session is busy; wait for the turn and its queue to finish")
+        return await self.sessions.fork(session, title, through_seq)
 
     async def delete_project(self, project_id: str) -> None:
         """Remove a project and its sessions; its directory is never touched."""
         self.projects.get(project_id)
         for row in await self.store.list_sessions(project_id=project_id):
-            await self.sessions.delete(row["id"])
+            await self.delete_session(row["id"])
         await self.projects.remove(project_id)
 
     async def delete_connection(self, connection_id: str) -> None:
@@ -178,7 +200,7 @@ class Kernel:
         await self.connections.remove(connection_id)
         self.providers.forget(connection_id)
         for session in await self.store.sessions_using(connection_id):
-            await self.sessions.save(session, {"connection_id": None, "updated_at_ns": now_ns()})
+            await self.sessions.save(session, {"connection_id": None})
 
     async def list_models(self, connection_id: str, refresh: bool) -> dict[str, Any]:
         """The connection's models; `refresh` asks the provider and stores the answer."""

@@ -25,6 +25,7 @@ from app.events import (
     USAGE_UPDATED,
     EventDraft,
 )
+from app.kernel import usage
 from app.kernel.context import summary_message
 from app.kernel.ids import iso_now, new_id
 from app.kernel.providers import Providers
@@ -195,9 +196,10 @@ class Compactor:
 
         async def fail(error: str) -> None:
             failed = {"phase": phase, "error": error}
-            await self.sessions.emit(EventDraft(session, COMPACTION_FAILED, failed, run_id))
+            await self.sessions.facts.emit(EventDraft(session, COMPACTION_FAILED, failed, run_id))
 
-        await self.sessions.emit(EventDraft(session, COMPACTION_STARTED, {"phase": phase}, run_id))
+        started = EventDraft(session, COMPACTION_STARTED, {"phase": phase}, run_id)
+        await self.sessions.facts.emit(started)
         try:
             text, segments, used = await self._summarize(provider, row, prior, chosen.covered)
         except ProviderError as exc:
@@ -214,16 +216,10 @@ class Compactor:
         # in, which Foya calls a session-level checkpoint.
         made.update(projection_kind="text", level="session" if prior else "segmented")
         made["segment_count"] = segments
-        await self.sessions.emit(EventDraft(session, COMPACTION_COMPLETED, made, run_id))
+        await self.sessions.facts.emit(EventDraft(session, COMPACTION_COMPLETED, made, run_id))
         if used.total_tokens:
-            usage = {
-                "model": row["model"],
-                "input_tokens": used.input_tokens,
-                "output_tokens": used.output_tokens,
-                "total_tokens": used.total_tokens,
-                "cached_tokens": used.cached_tokens,
-            }
-            await self.sessions.emit(EventDraft(session, USAGE_UPDATED, usage, run_id))
+            spent = usage.payload(row["model"], used)
+            await self.sessions.facts.emit(EventDraft(session, USAGE_UPDATED, spent, run_id))
         return made
 
     async def _summarize(

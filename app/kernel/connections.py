@@ -184,6 +184,10 @@ class Connections:
         """Every connection in list order."""
         return sorted(self._items.values(), key=lambda c: c["sort_order"])
 
+    def listing(self) -> list[dict[str, Any]]:
+        """`GET /connections`: every connection as clients see it (no key)."""
+        return [public(c) for c in self.all()]
+
     def get(self, connection_id: str) -> dict[str, Any]:
         try:
             return self._items[connection_id]
@@ -225,7 +229,8 @@ class Connections:
         return self.defaults()
 
     async def create(self, fields: dict[str, Any]) -> dict[str, Any]:
-        """A new connection; `sort_order` (if given) is its position, else it goes last."""
+        """A new connection, as clients see it; `sort_order` (if given) is its position, else
+        it goes last."""
         fields = scrub({k: v for k, v in fields.items() if v is not None})
         _check(fields)
         connection = {
@@ -243,10 +248,11 @@ class Connections:
             ordered = self.all()
             ordered.insert(_position(fields.get("sort_order"), len(ordered)), connection)
             self._commit(_renumbered(ordered))
-        return self._items[connection["id"]]
+        return public(self._items[connection["id"]])
 
     async def update(self, connection_id: str, fields: dict[str, Any]) -> dict[str, Any]:
-        """Change the given fields (see the module docstring for what "given" means)."""
+        """Change the given fields (see the module docstring for what "given" means); the
+        connection as clients see it."""
         fields = scrub(
             {
                 k: v
@@ -265,7 +271,7 @@ class Connections:
             at = current["sort_order"] if moved_to is None else moved_to
             ordered.insert(_position(at, len(ordered)), changed)
             self._commit(_renumbered(ordered))
-        return self._items[connection_id]
+        return public(self._items[connection_id])
 
     async def remove(self, connection_id: str) -> None:
         async with self._lock:

@@ -260,14 +260,14 @@ async def restore(
     session: str,
     target_seq: int,
     files: list[JournalFile],
-    commit: Callable[[int | None], Awaitable[Event]],
-) -> Event:
+    commit: Callable[[int | None], Awaitable[list[Event]]],
+) -> list[Event]:
     """Journal `files`, write them, then `commit(journal)`: the caller's event, which must
     forget the journal in its own transaction. Any failure puts the written files back; a crash
     leaves the journal for startup recovery. Runs as its own task, so a client that goes away
     mid-way never stops a restore half-done."""
 
-    async def run() -> Event:
+    async def run() -> list[Event]:
         journal = await store.begin_restore(session, target_seq, files) if files else None
         try:
             await asyncio.to_thread(apply, files)

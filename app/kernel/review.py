@@ -78,7 +78,7 @@ class Reviews:
         if action == "keep":
             _, through = await self._check(session, expected_through_seq, expected_file_state)
             resolved = {"action": "kept", "through_seq": through}
-            await self.sessions.emit(EventDraft(session, k.FILE_REVIEW_RESOLVED, resolved))
+            await self.sessions.facts.emit(EventDraft(session, k.FILE_REVIEW_RESOLVED, resolved))
             return {"status": "resolved"}
         async with self.turns.exclusive(session):
             plans, through = await self._check(session, expected_through_seq, expected_file_state)
@@ -97,7 +97,7 @@ class Reviews:
                 session,
                 through,
                 filestate.journal_files(plans, forced),
-                lambda journal: self.sessions.commit(
+                lambda journal: self.sessions.facts.commit(
                     session, lambda: self.store.append(draft, journal=journal)
                 ),
             )

@@ -15,9 +15,10 @@ from typing import Any
 
 from app.errors import BadRequest, Conflict
 from app.kernel import filestate
+from app.kernel.activity import SessionBusy
 from app.kernel.queue import Queues
 from app.kernel.runner import Turns
-from app.kernel.sessions import SessionBusy, Sessions
+from app.kernel.sessions import Sessions
 from app.store import Store
 
 CONTEXT_KEYS = ("attachments", "browser_elements", "workspace_files", "skill_ref", "command")
@@ -83,7 +84,7 @@ class Rewinds:
                 session,
                 message_seq,
                 filestate.journal_files(plans, forced),
-                lambda journal: self.sessions.commit(
+                lambda journal: self.sessions.facts.commit(
                     session,
                     lambda: self.store.rewind(
                         session, message_seq, expected_head_seq, outcome, journal

@@ -1,7 +1,7 @@
-"""Sessions: creation, settings, fork, delete, history, and the emit path of every session event.
+"""Sessions: creation, settings, fork, removal, history.
 
-`emit` is the one way a session fact leaves the kernel: append to the store, then publish, under
-the session's lock so subscribers see a session's events in seq order (SSE replay relies on it).
+Their facts leave through `app.kernel.emit.Facts`. Whether a session is busy is the runner's
+business: the operations that must know (delete, fork) are composed in the `Kernel` façade.
 """
 
 from __future__ import annotations
@@ -9,37 +9,28 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import shutil
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 from app import events as k
 from app.artifacts import Artifacts, forked_id
-from app.broker import Broker
-from app.errors import BadRequest, Conflict, NotFound
-from app.events import Event, EventDraft, iso_time
+from app.errors import BadRequest, Conflict
+from app.events import Event, EventDraft, Usage, iso_time
 from app.kernel.connections import Connections
+from app.kernel.emit import Facts
 from app.kernel.ids import iso_now, new_id, now_ns
 from app.kernel.projects import Projects
+from app.kernel.usage import payload as usage_payload
 from app.store import Store
+from app.store.events import SessionNotFound
 from app.store.filechanges import FileSpan
+
+__all__ = ["SessionNotFound", "Sessions", "wire"]
 
 EFFORTS = ("", "low", "medium", "high")
 APPROVAL_MODES = ("manual", "auto", "full_access")
 FORK_SUFFIX = " copy"
 DEFAULT_TITLE = "New chat"
-
-
-class SessionNotFound(NotFound):
-    """No such session."""
-
-
-class SessionBusy(Conflict):
-    code = "session_busy"
-
-
-def topic(session: str) -> str:
-    return f"session:{session}"
 
 
 def wire(row: dict[str, Any]) -> dict[str, Any]:
@@ -67,49 +58,22 @@ def wire(row: dict[str, Any]) -> dict[str, Any]:
 
 
 class Sessions:
-    """Session rules. Busy checks and stopping a session's work are supplied by the runner."""
+    """Session rules."""
 
     def __init__(
         self,
         store: Store,
-        broker: Broker,
+        facts: Facts,
         projects: Projects,
         connections: Connections,
         data_dir: Path,
     ) -> None:
         self.store = store
-        self.broker = broker
+        self.facts = facts
         self.projects = projects
         self.connections = connections
         self.workspaces = data_dir / "workspaces"
         self.artifacts = Artifacts(data_dir / "artifacts")
-        self._locks: dict[str, asyncio.Lock] = {}
-        self.is_busy: Callable[[str], bool] = lambda _: False
-        self.stop_work: Callable[[str, str], Awaitable[None]] = _no_work
-
-    # -- events --------------------------------------------------------------------------------
-
-    async def emit(self, draft: EventDraft, *, must: bool = True) -> Event:
-        """Append `draft` and publish it to the session's subscribers."""
-        return await self.commit(draft.session, lambda: self.store.append(draft), must=must)
-
-    async def commit(
-        self, session: str, write: Callable[[], Awaitable[Event]], *, must: bool = True
-    ) -> Event:
-        """Run a store write that appends one event of `session`, then publish that event."""
-        async with self._locks.setdefault(session, asyncio.Lock()):
-            event = await write()
-            if must:
-                await self.broker.deliver(topic(session), event)
-            else:
-                self.broker.publish(topic(session), event)
-        return event
-
-    def publish_delta(self, session: str, kind: str, payload: Any, run_id: str | None) -> bool:
-        """A lossy, unstored event (seq 0). True if a subscriber is falling behind."""
-        return self.broker.publish(
-            topic(session), Event(0, kind, session, run_id, now_ns(), payload)
-        )
 
     # -- reads ---------------------------------------------------------------------------------
 
@@ -133,13 +97,19 @@ class Sessions:
         await self.row(session)
         return await self.store.history(session)
 
-    async def last_usage(self, session: str) -> dict[str, Any]:
+    async def last_usage(self, session: str) -> Usage:
+        """The last model request's usage (zeros, with the session's model, before any)."""
         row = await self.row(session)
         found = await self.store.last_usage(session)
         if found is None:
-            keys = ("input_tokens", "output_tokens", "total_tokens", "cached_tokens")
-            return {"model": row["model"], **dict.fromkeys(keys, 0)}
-        return found
+            return usage_payload(row["model"], None)
+        return {
+            "model": str(found["model"]),
+            "input_tokens": int(found["input_tokens"]),
+            "output_tokens": int(found["output_tokens"]),
+            "total_tokens": int(found["total_tokens"]),
+            "cached_tokens": int(found["cached_tokens"]),
+        }
 
     def workspace(self, row: dict[str, Any]) -> Path:
         """The directory tools run in: the project's, or the session's managed workspace."""
@@ -237,7 +207,6 @@ class Sessions:
             columns["title_is_manual"] = 1
         if fields.get("pinned") is not None:
             columns["pinned_at_ns"] = now_ns() if fields["pinned"] else None
-        columns["updated_at_ns"] = now_ns()
         return await self.save(session, columns)
 
     async def save(
@@ -247,33 +216,29 @@ class Sessions:
         then: list[EventDraft] | None = None,
         before: list[EventDraft] | None = None,
     ) -> dict[str, Any]:
-        """Write row columns and emit `session_updated` with the new Session, between the
-        drafts in `before` and `then`, all in one transaction (one commit, not one per event)."""
-        async with self._locks.setdefault(session, asyncio.Lock()):
-            events = await self.store.update_session(
+        """Write row columns (stamping `updated_at_ns`) and emit `session_updated` with the new
+        Session, between the drafts in `before` and `then`, all in one transaction."""
+        stamped = {**columns, "updated_at_ns": now_ns()}
+        events = await self.facts.commit(
+            session,
+            lambda: self.store.update_session(
                 session,
-                columns,
+                stamped,
                 lambda row: EventDraft(session, k.SESSION_UPDATED, wire(row)),
                 then or [],
                 before or [],
-            )
-            for event in events:
-                await self.broker.deliver(topic(session), event)
+            ),
+        )
         return dict(events[len(before or [])].payload)
 
-    async def delete(self, session: str) -> None:
-        """Stop the session's work, delete its children, its data and its managed workspace."""
-        await self.row(session)
-        for child in await self.store.list_sessions(parent_id=session):
-            await self.delete(child["id"])
-        await self.stop_work(session, "session_deleted")
+    async def remove(self, session: str) -> None:
+        """Delete the session's facts, data and managed workspace (its work must be stopped
+        and its children removed first), then tell its subscribers."""
         job = await self.store.delete_session(session)
         await self.remove_files(session)
         await self.store.job_done(job)  # a crash before this leaves the job for the next start
         gone = Event(0, k.SESSION_DELETED, session, None, now_ns(), {"id": session})
-        await self.broker.deliver(topic(session), gone)
-        self.broker.end_topic(topic(session))
-        self._locks.pop(session, None)
+        await self.facts.announce(session, gone)
 
     async def remove_files(self, session: str) -> None:
         """Remove a deleted session's managed workspace and artifacts. Keyed by the session id,
@@ -288,8 +253,6 @@ class Sessions:
         """A new top-level session with copies of the active messages (up to `through_seq`),
         titled `title`, or `<source title> copy`; its attachments are copies under new ids."""
         source = await self.row(session)
-        if self.is_busy(session):
-            raise SessionBusy("the session is busy; wait for the turn and its queue to finish")
         # One message's role, not the whole history (raises message_not_found if inactive).
         if through_seq is not None and await self.store.active_role(session, through_seq) == "user":
             raise BadRequest(
@@ -333,7 +296,3 @@ class Sessions:
 def fork_title(source: str | None) -> str:
     """A fork's title when the client gives none: the source's, marked as a copy."""
     return f"{source or DEFAULT_TITLE}{FORK_SUFFIX}"
-
-
-async def _no_work(_: str, __: str) -> None:
-    return None

@@ -1,6 +1,11 @@
 """One step of a turn: build the model request (compacting first if it would not fit), stream the
-reply (deltas published, never stored), record usage, the accepted boundary and the assistant
-message, then run the requested tools. `Steps.run` returns True while the model wants to go on.
+reply (deltas published, never stored), record the step, then run the requested tools.
+`Steps.run` returns True while the model wants to go on.
+
+Recording a step is one transaction: `usage_updated`, `context_request_accepted`, the assistant
+`message_end` and one `tool_update` per requested call (reference §2 order) are stored together
+and published in order, so a one-step text turn costs two commits after its user message (this
+one and `turn_complete`).
 """
 
 from __future__ import annotations
@@ -9,26 +14,27 @@ import asyncio
 import functools
 import json
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from app import events as k
 from app.errors import FoyaError
-from app.events import EventDraft
-from app.kernel import compaction, context
+from app.events import ContextRequestAccepted, EventDraft, ToolBegin, ToolUpdate
+from app.kernel import compaction, context, usage
 from app.kernel.compaction import Compactor
 from app.kernel.ids import iso_now
 from app.kernel.providers import Providers
 from app.kernel.sessions import Sessions
-from app.kernel.tooling import ToolRunner, parsed
+from app.kernel.tooling import Emit, ToolRunner, parsed
 from app.logs import get_logger
 from app.metrics import Metrics
 from app.providers.base import (
     ChatRequest,
-    Done,
     ProviderError,
     ReasoningDelta,
+    StreamItem,
     TextDelta,
     ToolCallDelta,
     Usage,
@@ -57,6 +63,13 @@ class Run:
     overflow_retried: bool = False
     completed: bool = False  # `turn_complete` is stored: only bookkeeping is left of the turn
 
+    def begin(self, run_id: str, started_at: str) -> None:
+        """Reset the per-turn state for a new turn of this runner."""
+        self.run_id, self.started_at = run_id, started_at
+        self.text, self.reasoning = [], []
+        self.steps, self.overflow_retried, self.completed = 0, False, False
+        self.turn = None
+
     def partial(self) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": "".join(self.text)}
         if self.reasoning:
@@ -65,20 +78,29 @@ class Run:
         return message
 
 
-async def emit(
-    sessions: Sessions,
-    run: Run,
-    kind: str,
-    payload: Any,
-    blobs: dict[str, bytes] | None = None,
-    journal: int | None = None,
-) -> None:
-    """Store and publish one event of `run`; forget a finished file `journal` with it."""
-    draft = EventDraft(run.session, kind, payload, run.run_id, blobs or {})
-    if journal is None:
-        await sessions.emit(draft)
-    else:
-        await sessions.commit(run.session, lambda: sessions.store.append(draft, journal=journal))
+@dataclass
+class Streamed:
+    """What one model reply brought: its tool calls (by index) and its usage."""
+
+    calls: dict[int, dict[str, Any]] = field(default_factory=dict)
+    usage: Usage | None = None
+
+
+def emitter(sessions: Sessions, run: Run) -> Emit:
+    """Store and publish one event of `run` (forgetting a finished file `journal` with it)."""
+
+    async def emit(
+        kind: str, payload: Any, blobs: dict[str, bytes] | None = None, journal: int | None = None
+    ) -> None:
+        draft = EventDraft(run.session, kind, payload, run.run_id, blobs or {})
+        if journal is None:
+            await sessions.facts.emit(draft)
+        else:
+            await sessions.facts.commit(
+                run.session, lambda: sessions.store.append(draft, journal=journal)
+            )
+
+    return emit
 
 
 class Steps:
@@ -100,7 +122,6 @@ class Steps:
         self.compactor = compactor
         self.metrics = metrics
         self.log = get_logger("foya.turns")
-        self._emit = functools.partial(emit, sessions)
 
     async def run(self, run: Run) -> bool:
         """A step; after the provider's first context-overflow error in a turn, compact and
@@ -181,47 +202,72 @@ class Steps:
         provider = self.providers.for_session(row)
         request, route, through_seq, checkpoint_id = await self._request(run, row, cwd)
         run.steps += 1
-        calls: dict[int, dict[str, Any]] = {}
-        usage: Usage | None = None
+        streamed = await self._stream(run, provider.stream(request))
+        spent = usage.payload(row["model"], streamed.usage)
+        drafts: list[EventDraft] = []
+        if streamed.usage is not None:
+            run.last_output = streamed.usage.output_tokens
+            drafts.append(self._draft(run, k.USAGE_UPDATED, spent))
+            tokens = self.metrics.tokens
+            tokens.labels(row["model"], "input").inc(spent["input_tokens"])
+            tokens.labels(row["model"], "output").inc(spent["output_tokens"])
+            tokens.labels(row["model"], "cached").inc(spent["cached_tokens"])
+        accepted: ContextRequestAccepted = {
+            "session_id": run.session,
+            "route": route,
+            "through_seq": through_seq,
+            "usage": {
+                "input_tokens": spent["input_tokens"],
+                "output_tokens": spent["output_tokens"],
+                "total_tokens": spent["total_tokens"],
+                "cached_tokens": spent["cached_tokens"],
+            },
+            "payload_bytes": len(json.dumps(request.messages, ensure_ascii=False)),
+            "checkpoint_id": checkpoint_id,
+        }
+        drafts.append(self._draft(run, k.CONTEXT_REQUEST_ACCEPTED, accepted))
+        tool_calls = [parsed(streamed.calls[i]) for i in sorted(streamed.calls)]
+        drafts.append(self._draft(run, k.MESSAGE_END, self._reply(run, tool_calls)))
+        for call in tool_calls:
+            update: ToolUpdate = {
+                "id": call["id"],
+                "name": call["name"],
+                "input": call["input"],
+                "status": "pending",
+            }
+            drafts.append(self._draft(run, k.TOOL_UPDATE, update))
+        await self.sessions.facts.emit_all(run.session, drafts)
+        run.text, run.reasoning = [], []
+        emit = emitter(self.sessions, run)
+        for call in tool_calls:
+            await self.tool_runner.run(run.session, row, cwd, call, emit, run.tools)
+        return bool(tool_calls)
+
+    async def _stream(self, run: Run, items: AsyncIterator[StreamItem]) -> Streamed:
+        """Consume the model's reply: deltas are published (never stored), tool calls gathered,
+        and the text so far saved as a snapshot every `SNAPSHOT_EVERY` seconds for recovery."""
+        streamed = Streamed()
         last_snapshot = time.monotonic()
-        async for item in provider.stream(request):
+        async for item in items:
             if isinstance(item, TextDelta | ReasoningDelta):
                 kind = k.MESSAGE_DELTA if isinstance(item, TextDelta) else k.REASONING_DELTA
                 (run.text if isinstance(item, TextDelta) else run.reasoning).append(item.text)
-                if self.sessions.publish_delta(run.session, kind, item.text, run.run_id):
+                if self.sessions.facts.publish_delta(run.session, kind, item.text, run.run_id):
                     # A burst from one network read would overflow a subscriber's buffer
                     # before its writer runs: let the writers drain first.
                     await asyncio.sleep(0)
             elif isinstance(item, ToolCallDelta):
-                await self._tool_delta(run, calls, item)
+                await self._tool_delta(run, streamed.calls, item)
             elif isinstance(item, Usage):
-                usage = item
-            elif isinstance(item, Done):
-                pass
+                streamed.usage = item
             if time.monotonic() - last_snapshot >= SNAPSHOT_EVERY and run.text:
                 last_snapshot = time.monotonic()
                 await self.store.put_snapshot(run.session, run.run_id, run.partial())
-        tokens = {
-            "input_tokens": usage.input_tokens if usage else 0,
-            "output_tokens": usage.output_tokens if usage else 0,
-            "total_tokens": usage.total_tokens if usage else 0,
-            "cached_tokens": usage.cached_tokens if usage else 0,
-        }
-        if usage is not None:
-            run.last_output = usage.output_tokens
-            await self._emit(run, k.USAGE_UPDATED, {"model": row["model"], **tokens})
-            for kind in ("input", "output", "cached"):
-                self.metrics.tokens.labels(row["model"], kind).inc(tokens[f"{kind}_tokens"])
-        accepted = {
-            "session_id": run.session,
-            "route": route,
-            "through_seq": through_seq,
-            "usage": tokens,
-            "payload_bytes": len(json.dumps(request.messages, ensure_ascii=False)),
-            "checkpoint_id": checkpoint_id,
-        }
-        await self._emit(run, k.CONTEXT_REQUEST_ACCEPTED, accepted)
-        tool_calls = [parsed(calls[i]) for i in sorted(calls)]
+        return streamed
+
+    @staticmethod
+    def _reply(run: Run, tool_calls: list[dict[str, Any]]) -> dict[str, Any]:
+        """The step's assistant message: its calls, or (the last step) the turn's timings."""
         message = run.partial()
         del message["turn_started_at"]
         message["created_at"] = iso_now()
@@ -235,25 +281,11 @@ class Steps:
                 turn_completed_at=iso_now(),
                 turn_status="completed",
             )
-        await self._emit(run, k.MESSAGE_END, message)
-        run.text, run.reasoning = [], []
-        if not tool_calls:
-            return False
-        for call in tool_calls:
-            await self._emit(
-                run,
-                k.TOOL_UPDATE,
-                {
-                    "id": call["id"],
-                    "name": call["name"],
-                    "input": call["input"],
-                    "status": "pending",
-                },
-            )
-        emit = functools.partial(self._emit, run)
-        for call in tool_calls:
-            await self.tool_runner.run(run.session, row, cwd, call, emit, run.tools)
-        return True
+        return message
+
+    @staticmethod
+    def _draft(run: Run, kind: str, payload: Any) -> EventDraft:
+        return EventDraft(run.session, kind, payload, run.run_id)
 
     async def _tool_delta(
         self, run: Run, calls: dict[int, dict[str, Any]], item: ToolCallDelta
@@ -266,6 +298,5 @@ class Steps:
         call["args"].append(item.arguments)
         if call["id"] and call["name"] and not call["begun"]:
             call["begun"] = True
-            await self._emit(
-                run, k.TOOL_BEGIN, {"id": call["id"], "name": call["name"], "status": "queued"}
-            )
+            begun: ToolBegin = {"id": call["id"], "name": call["name"], "status": "queued"}
+            await self.sessions.facts.emit(self._draft(run, k.TOOL_BEGIN, begun))

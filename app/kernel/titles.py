@@ -7,7 +7,6 @@ was being generated: the row is read again just before writing.
 from __future__ import annotations
 
 import asyncio
-import time
 
 from app.errors import FoyaError
 from app.kernel.providers import Providers
@@ -69,7 +68,7 @@ class Titles:
             current = await self.sessions.row(session)
             if current.get("title") or current.get("title_is_manual"):
                 return
-            columns = {"title": title, "title_is_manual": 0, "updated_at_ns": time.time_ns()}
+            columns = {"title": title, "title_is_manual": 0}
             await self.sessions.save(session, columns)
         except (ProviderError, FoyaError, IndexError) as exc:
             self.log.info("no title generated", session=session, error=type(exc).__name__)

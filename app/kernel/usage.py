@@ -9,6 +9,8 @@ import datetime as dt
 from typing import Any
 
 from app.errors import BadRequest
+from app.events import Usage
+from app.providers.base import Usage as Spent
 
 RANGES = (7, 30)
 ACTIVITY_DAYS = 365
@@ -18,6 +20,25 @@ class InvalidRange(BadRequest):
     code = "invalid_range"
 
 
+def range_days(raw: str | int) -> int:
+    """`days` of `GET /usage`, as given in the query: 7 or 30, anything else `invalid_range`."""
+    text = str(raw)
+    if not (text.isascii() and text.isdigit() and int(text) in RANGES):
+        raise InvalidRange("days: must be 7 or 30")
+    return int(text)
+
+
+def payload(model: str, used: Spent | None) -> Usage:
+    """The `usage_updated` payload of one model request (zeros when none was reported)."""
+    return {
+        "model": model,
+        "input_tokens": used.input_tokens if used else 0,
+        "output_tokens": used.output_tokens if used else 0,
+        "total_tokens": used.total_tokens if used else 0,
+        "cached_tokens": used.cached_tokens if used else 0,
+    }
+
+
 def report(
     days: int,
     today: dt.date,
@@ -25,9 +46,8 @@ def report(
     messages: dict[str, int],
     session_days: dict[str, set[str]],
 ) -> dict[str, Any]:
-    """Build the report. `tokens` holds per (day, model) rows covering the activity window."""
-    if days not in RANGES:
-        raise InvalidRange("days: must be 7 or 30")
+    """Build the report for `days` (see `range_days`). `tokens` holds per (day, model) rows
+    covering the activity window."""
     start = (today - dt.timedelta(days=days - 1)).isoformat()
     in_range = [r for r in tokens if r["day"] >= start]
     totals = {

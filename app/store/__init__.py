@@ -228,9 +228,6 @@ class Store:
         """Replace the session's partial-message snapshot."""
         await self.db.write(lambda c: snapshots.put(c, session, run_id, message, time.time_ns()))
 
-    async def clear_snapshot(self, session: str) -> None:
-        await self.db.write(lambda c: snapshots.clear(c, session))
-
     # -- lifecycle -----------------------------------------------------------------------------
 
     async def recover(self) -> RecoveryReport:

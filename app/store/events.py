@@ -8,6 +8,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+from app import events as k
 from app.errors import NotFound
 from app.events import Event, EventDraft
 from app.store import blobs
@@ -47,6 +48,13 @@ def append(conn: sqlite3.Connection, draft: EventDraft, now_ns: int | None = Non
     assert seq is not None
     event = Event(seq, draft.kind, draft.session, draft.run_id, when, draft.payload)
     project(conn, event)
+    if draft.kind == k.TURN_COMPLETE:
+        # The partial reply kept for crash recovery (app.store.snapshots) is settled with its
+        # turn: dropped in the same transaction, which saves the turn a commit of its own.
+        conn.execute(
+            "DELETE FROM stream_snapshots WHERE session_id = ? AND run_id = ?",
+            (draft.session, draft.run_id),
+        )
     return event
 
 

@@ -5,7 +5,8 @@ text streamed since the run's last recorded message (if a snapshot holds any) be
 assistant message (`turn_status` failed, reason `interrupted`), then `turn_complete`, so text
 generated before the crash is not lost, the turn is closed once, and nothing is re-run. Open
 turns are found from the log (phase `turn`, a `turn_started` without `turn_complete`), so a
-running turn needs no extra write to be recoverable.
+running turn needs no extra write to be recoverable. A turn's snapshot is dropped by its
+`turn_complete` in the same transaction (`app.store.events.append`).
 """
 
 from __future__ import annotations
@@ -28,10 +29,6 @@ def put(
         " VALUES (?, ?, ?, ?)",
         (session, run_id, json.dumps(message, ensure_ascii=False), now),
     )
-
-
-def clear(conn: sqlite3.Connection, session: str) -> None:
-    conn.execute("DELETE FROM stream_snapshots WHERE session_id = ?", (session,))
 
 
 def settle_all(conn: sqlite3.Connection) -> int:

@@ -6,7 +6,6 @@ from fastapi import APIRouter, Response
 
 from app.http.models import Connection, ConnectionIn, DefaultModels, Models
 from app.kernel import Kernel
-from app.kernel.connections import public
 
 
 def router(kernel: Kernel) -> APIRouter:
@@ -17,15 +16,15 @@ def router(kernel: Kernel) -> APIRouter:
     @api.get("/connections")
     async def list_connections() -> list[Connection]:
         """Every connection, with `has_api_key` instead of the key."""
-        return [Connection(**public(c)) for c in connections.all()]
+        return [Connection(**c) for c in connections.listing()]
 
     @api.post("/connections", status_code=201)
     async def create_connection(body: ConnectionIn) -> Connection:
-        return Connection(**public(await connections.create(body.given())))
+        return Connection(**await connections.create(body.given()))
 
     @api.patch("/connections/{connection_id}")
     async def update_connection(connection_id: str, body: ConnectionIn) -> Connection:
-        return Connection(**public(await connections.update(connection_id, body.given())))
+        return Connection(**await connections.update(connection_id, body.given()))
 
     @api.delete("/connections/{connection_id}", status_code=204)
     async def delete_connection(connection_id: str) -> Response:

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Header, Query, Request, Response
 from starlette.types import Receive, Scope, Send
 
 from app.errors import BadRequest
+from app.events import Usage
 from app.http.models import (
     SQLITE_END,
     CreateSession,
@@ -16,7 +17,6 @@ from app.http.models import (
     NonNegative,
     Session,
     UpdateSession,
-    Usage,
     UsageReport,
 )
 from app.http.sse import EventStreamResponse
@@ -71,14 +71,14 @@ def router(kernel: Kernel) -> APIRouter:
     @api.delete("/sessions/{session_id}", status_code=204)
     async def delete_session(session_id: str) -> Response:
         """Stop its work, delete children, data and workspace; must-delivers `session_deleted`."""
-        await sessions.delete(session_id)
+        await kernel.delete_session(session_id)
         return Response(status_code=204)
 
     @api.post("/sessions/{session_id}/fork", response_model_exclude_none=True)
     async def fork_session(session_id: str, body: ForkSession | None = None) -> Session:
         """A new session holding copies of the active messages (through `through_seq`)."""
         body = body or ForkSession()
-        return Session(**await sessions.fork(session_id, body.title, body.through_seq))
+        return Session(**await kernel.fork_session(session_id, body.title, body.through_seq))
 
     @api.get("/sessions/{session_id}/children", response_model_exclude_none=True)
     async def children(session_id: str) -> list[Session]:
@@ -92,14 +92,12 @@ def router(kernel: Kernel) -> APIRouter:
     @api.get("/sessions/{session_id}/usage")
     async def session_usage(session_id: str) -> Usage:
         """Token usage of the session's last model request."""
-        return Usage(**await sessions.last_usage(session_id))
+        return await sessions.last_usage(session_id)
 
     @api.get("/usage", response_model_exclude_none=True)
     async def usage_report(days: str = "30") -> UsageReport:
         """Totals over 7 or 30 days, 365 days of activity, usage per model."""
-        return UsageReport(
-            **await kernel.usage_report(int(days) if days.isascii() and days.isdigit() else -1)
-        )
+        return UsageReport(**await kernel.usage_report(days))
 
     @api.get(
         "/sessions/{session_id}/events",
