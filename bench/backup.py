@@ -3,9 +3,9 @@ writer's latency through a real kernel while `foya backup` runs against the same
 
 Run from the repository root:
 
-    .venv/bin/python bench/backup.py            # table on stdout, progress on stderr
-    .venv/bin/python bench/backup.py --json     # the same results as JSON on stdout
-    .venv/bin/python bench/backup.py --quick    # a ~200 MB data dir, one round
+    .venv/bin/python -m bench.backup            # table on stdout, progress on stderr
+    .venv/bin/python -m bench.backup --json     # the same results as JSON on stdout
+    .venv/bin/python -m bench.backup --quick    # a ~200 MB data dir, one round
 
 The data dir is built in a fresh temp dir (removed at the end; the free space is checked first):
 a real `foya.db` of 100,000 `message_end` events (~1 KB of JSON each, 50 sessions, appended
@@ -35,16 +35,9 @@ is asserted on; the machine's other load is reported.
 
 from __future__ import annotations
 
-# First of all: importing `common` drops bench/ from sys.path (bench/http.py would shadow the
-# standard library's `http`) and makes the repository importable.
-from common import Processes, Quiet, child_env, fs_type, machine_busy, percentile, say
-
-# isort: split
-
 import argparse
 import json
 import os
-import platform
 import random
 import resource
 import shutil
@@ -61,11 +54,13 @@ from typing import Any
 
 import httpx
 
-from app.backup import WHOLE_FILE, backup
 from app.events import MESSAGE_END, EventDraft
-from app.restore import restore
+from app.ops.backup import WHOLE_FILE, backup
+from app.ops.restore import restore
 from app.store import Store, sessions
 from app.store import events as log
+from bench.harness import KernelProcess, Processes, Quiet, child_env, machine_busy, say, workspace
+from bench.report import Row, finish, fs_type, percentile, python, rows_of, table
 
 MB = 1_000_000
 MIB = 1 << 20
@@ -377,45 +372,11 @@ def latency_stats(values: list[float], seconds: float) -> dict[str, Any]:
 
 def latency(work: Path, data: Path, size: int, plan: Plan, quiet: Quiet) -> dict[str, Any]:
     procs = Processes()
-    sock = work / "k.sock"
-    home = work / "home"  # no ~/.foya: the data dir alone
-    home.mkdir()
-    env = child_env({"HOME": str(home), "FOYA_LOG_FORMAT": "json"})
-    log_file = (work / "kernel.log").open("wb")
+    kernel = KernelProcess(procs, str(work), "k", data_dir=str(data))
     try:
-        kernel = procs.add(
-            subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "app",
-                    "serve",
-                    "--data-dir",
-                    str(data),
-                    "--socket",
-                    str(sock),
-                ],
-                env=env,
-                stdout=log_file,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-            )
-        )
-        transport = httpx.HTTPTransport(uds=str(sock))
-        with httpx.Client(transport=transport, base_url="http://foya", timeout=30) as client:
-            deadline = time.monotonic() + 60
-            while True:
-                if kernel.poll() is not None:
-                    raise RuntimeError(f"foya serve exited: {(work / 'kernel.log').read_text()}")
-                try:
-                    if sock.exists() and client.get("/healthz").status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                if time.monotonic() > deadline:
-                    raise RuntimeError("foya serve did not become ready")
-                time.sleep(0.1)
-            session = client.post("/sessions", json={}).json()["id"]
+        kernel.wait_ready()
+        session = kernel.post("/sessions", {})["id"]
+        sock = Path(kernel.socket)
         writer = Writer(sock, session)
         writer.start()
         windows: dict[str, list[float]] = {"idle": [], "backup": []}
@@ -430,7 +391,7 @@ def latency(work: Path, data: Path, size: int, plan: Plan, quiet: Quiet) -> dict
             began, cpu = time.perf_counter(), _children_cpu()
             done = subprocess.run(
                 [sys.executable, "-m", "app", "backup", str(archive), "--data-dir", str(data)],
-                env=env,
+                env=child_env({"HOME": str(work / "home")}),
                 capture_output=True,
                 text=True,
                 check=False,
@@ -459,11 +420,24 @@ def latency(work: Path, data: Path, size: int, plan: Plan, quiet: Quiet) -> dict
         result["cli_backup"] = summary(cli, size)
         return result
     finally:
+        kernel.close()
         procs.stop_all()
-        log_file.close()
 
 
 # ---------------------------------------------------------------------------------------------
+
+
+def table_rows(r: dict[str, Any]) -> list[Row]:
+    """The headline ratios. The issue sets no number for them: no target, no verdict."""
+    b, s, lat = r["backup"], r["restore"], r["latency"]
+    return [
+        Row("backup MB/s (app.backup vs tar cf)", f"{b['app']['mb_s']:.0f}",
+            f"{b['tar']['mb_s']:.0f}", f"{b['ratio']:.2f}x"),
+        Row("restore MB/s (app.restore vs tar xf)", f"{s['app']['mb_s']:.0f}",
+            f"{s['tar']['mb_s']:.0f}", f"{s['ratio']:.2f}x"),
+        Row("writer p99 ms (during a backup vs alone)", f"{lat['backup']['p99_ms']:.2f}",
+            f"{lat['idle']['p99_ms']:.2f}", f"{lat['p99_ratio']:.2f}x"),
+    ]  # fmt: skip
 
 
 def render(r: dict[str, Any]) -> str:
@@ -483,6 +457,8 @@ def render(r: dict[str, Any]) -> str:
 
     return "\n".join(
         [
+            *table(rows_of(r)),
+            "",
             f"Data dir: {d['bytes'] / MB:,.0f} MB in {d['files']:,} files; foya.db "
             f"{d['db_bytes'] / MB:,.0f} MB with {d['events']:,} events "
             f"(built in {d['build_s']} s). "
@@ -533,10 +509,10 @@ def main(argv: list[str]) -> int:
     if free < need:
         say(f"{tmp} has {free / 1e9:.1f} GB free; this run needs {need / 1e9:.1f} GB (try --quick)")
         return 1
-    work = Path(tempfile.mkdtemp(prefix="fybackup", dir=tmp))
     quiet = Quiet(8.0)
     busy0, wall0, cpu0 = machine_busy(), time.monotonic(), time.process_time()
-    try:
+    with workspace(args.keep) as where:
+        work = Path(where)
         say(f"building a {plan.target_bytes / MB:,.0f} MB data dir in {work}")
         data = work / "data"
         built = build(data, plan)
@@ -545,7 +521,8 @@ def main(argv: list[str]) -> int:
         results: dict[str, Any] = {
             "config": {
                 **asdict(plan),
-                "python": platform.python_version(),
+                "python": python(),
+                "quick": args.quick,
                 "cpus": os.cpu_count(),
                 "fs": fs_type(str(work)),
             },
@@ -566,12 +543,7 @@ def main(argv: list[str]) -> int:
             "loadavg": os.getloadavg(),
         }
         results["elapsed_s"] = round(time.monotonic() - started, 1)
-    finally:
-        if args.keep:
-            say(f"kept {work}")
-        else:
-            shutil.rmtree(work, ignore_errors=True)
-    print(json.dumps(results, indent=2) if args.json else render(results))
+    finish(results, table_rows(results), render, args.json)
     say(f"done in {results['elapsed_s']} s")
     return 0
 

@@ -2,8 +2,9 @@
 
 Run from the repository root:
 
-    .venv/bin/python bench/context.py            # table on stdout, progress on stderr
-    .venv/bin/python bench/context.py --json     # machine-readable results on stdout
+    .venv/bin/python -m bench.context            # table on stdout, progress on stderr
+    .venv/bin/python -m bench.context --json     # machine-readable results on stdout
+    .venv/bin/python -m bench.context --quick    # 10 runs, 3 + 1 turns (~20 s)
 
 Target (issue): assembling the model input of one step takes at most 20 ms for a session of
 10,000 messages with a valid compaction checkpoint near its end; the share of a turn's kernel
@@ -35,40 +36,20 @@ time it takes is reported next to it.
 Traffic goes only to 127.0.0.1 and the Unix socket. The kernel is stopped by PID (SIGTERM, then
 SIGKILL) in a finally block and also gets FOYA_PARENT_PID. Nothing asserts on a figure.
 """
-# ruff: noqa: E402
 
 from __future__ import annotations
 
-# First of all: importing `common` drops bench/ from sys.path, where bench/http.py would
-# shadow the standard library's `http` package, and makes the repository importable.
-from common import ROOT, process_cpu, say, stats
-
-# isort: split
-
-import os
-import sys
-
-_TESTS = os.path.join(ROOT, "tests")  # fake_provider
-if _TESTS not in sys.path:
-    sys.path.insert(0, _TESTS)
-
 import argparse
 import asyncio
-import contextlib
 import json
-import platform
-import shutil
-import signal
+import os
 import statistics
-import subprocess
-import tempfile
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
-import httpx
 import structlog
-from fake_provider import FakeProvider, answer
 
 from app import events as k
 from app.events import EventDraft
@@ -81,6 +62,9 @@ from app.settings import Settings
 from app.store import Store, checkpoints
 from app.store import events as log
 from app.store import sessions as rows
+from bench.fakes import FakeProvider, answer
+from bench.harness import SSE, KernelProcess, Processes, process_cpu, say, workspace
+from bench.report import Row, at_most, finish, python, rows_of, stats, table, verdicts
 
 MODEL = "m"
 TARGET_MS = 20.0
@@ -210,7 +194,9 @@ async def build_data(data_dir: Path, base_url: str, messages: int) -> dict[str, 
 # -------------------------------------------------------------------------------- assembly
 
 
-async def measure_assembly(data_dir: Path, built: dict[str, Any], iterations: int) -> dict:
+async def measure_assembly(
+    data_dir: Path, built: dict[str, Any], iterations: int
+) -> dict[str, Any]:
     kernel = Kernel(Settings(data_dir=data_dir), Metrics())
     await kernel.start()
     out: dict[str, Any] = {}
@@ -278,86 +264,29 @@ async def measure_assembly(data_dir: Path, built: dict[str, Any], iterations: in
 # ----------------------------------------------------------------------------------- turns
 
 
-class Served:
-    """`python -m app serve --socket` on the data dir; stopped by PID."""
-
-    def __init__(self, data_dir: Path, sock: Path, workdir: Path) -> None:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("FOYA_")}
-        env.update(FOYA_LOG_FORMAT="json", FOYA_PARENT_PID=str(os.getpid()), PYTHONUNBUFFERED="1")
-        env.pop("NOTIFY_SOCKET", None)
-        self.log_path = workdir / "kernel.log"
-        with self.log_path.open("wb") as out:
-            self.proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "app",
-                    "serve",
-                    "--data-dir",
-                    str(data_dir),
-                    "--socket",
-                    str(sock),
-                ],
-                cwd=ROOT,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
-        self.client = httpx.Client(
-            transport=httpx.HTTPTransport(uds=str(sock)),
-            base_url="http://foya",
-            timeout=TURN_TIMEOUT,
-        )
-        end = time.monotonic() + 60
-        while True:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"kernel exited: {self.tail()}")
-            with contextlib.suppress(httpx.TransportError):
-                if sock.exists() and self.client.get("/healthz").status_code == 200:
-                    break
-            if time.monotonic() > end:
-                raise RuntimeError(f"kernel not ready: {self.tail()}")
-            time.sleep(0.05)
-
-    def tail(self, lines: int = 20) -> str:
-        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-
-    def close(self) -> None:
-        self.client.close()
-        if self.proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-
-def one_turn(served: Served, fake: FakeProvider, sid: str, message: str) -> float:
+def one_turn(kernel: KernelProcess, fake: FakeProvider, sid: str, message: str) -> float:
     """POST a turn and read the SSE stream until its `turn_complete`; ns from POST to it."""
     fake.push(MODEL, answer("ok", prompt=40_000, completion=2))
-    with served.client.stream("GET", f"/sessions/{sid}/events") as response:
+    with kernel.http.stream("GET", f"/sessions/{sid}/events") as response:
         if response.status_code != 200:
             raise RuntimeError(f"events: HTTP {response.status_code}")
+        sse = SSE()
         lines = response.iter_lines()
         for line in lines:
-            if line.startswith(":"):
+            sse.feed(line)
+            if sse.subscribed:
                 break  # `: ok`: subscribed
         t0 = time.perf_counter_ns()
-        posted = served.client.post(f"/sessions/{sid}/turns", json={"message": message})
+        posted = kernel.http.post(f"/sessions/{sid}/turns", json={"message": message})
         if posted.status_code != 200:
             raise RuntimeError(f"turn: HTTP {posted.status_code} {posted.text}")
-        kind = ""
         for line in lines:
-            if line.startswith("event: "):
-                kind = line[7:]
-            elif kind == "turn_complete" and line.startswith("data: "):
+            frame = sse.feed(line)
+            if frame is not None and frame.event == "turn_complete":
                 elapsed = time.perf_counter_ns() - t0
-                status = json.loads(line[6:])["payload"]["status"]
+                status = frame.json()["payload"]["status"]
                 if status != "completed":
-                    raise RuntimeError(f"turn {status}: {served.tail()}")
+                    raise RuntimeError(f"turn {status}: {kernel.tail()}")
                 return elapsed
     raise RuntimeError("the event stream ended before turn_complete")
 
@@ -369,9 +298,11 @@ def measure_turns(
     counts: dict[str, int],
     workdir: Path,
 ) -> dict[str, Any]:
-    served = Served(data_dir, workdir / "k.sock", workdir)
+    procs = Processes()
+    served = KernelProcess(procs, str(workdir), data_dir=str(data_dir), timeout=TURN_TIMEOUT)
     out: dict[str, Any] = {}
     try:
+        served.wait_ready()
         for case in CASES:
             sid, turns = built["sessions"][case]["id"], counts[case]
             for i in range(2 if case == "checkpoint" else 1):
@@ -396,10 +327,27 @@ def measure_turns(
             }
     finally:
         served.close()
+        procs.stop_all()
     return out
 
 
 # ---------------------------------------------------------------------------------- report
+
+
+def table_rows(results: dict[str, Any]) -> list[Row]:
+    a = results["assembly"]
+    cp, raw = a["checkpoint"]["request"]["median_ms"], a["raw"]["request"]["median_ms"]
+    return [
+        Row(
+            f"model input of one step, {results['config']['messages']:,} messages, checkpoint",
+            f"{cp:.2f} ms",
+            f"{raw:.2f} ms (no checkpoint)",
+            f"{cp / raw:.2f}x",
+            f"<= {TARGET_MS:.0f} ms",
+            at_most(cp, TARGET_MS),
+        ),
+        Row("  share of a short turn (checkpoint)", f"{results['share']['checkpoint']:.1%}"),
+    ]
 
 
 def render(results: dict[str, Any]) -> str:
@@ -451,19 +399,23 @@ def render(results: dict[str, Any]) -> str:
             f"| {t[case]['kernel_cpu_ms_per_turn']:>12.1f} ms "
             f"| {a[case]['request']['median_ms']:>5.1f} ms | {share * 100:>5.1f}% |"
         )
-    verdict = "meets" if a["checkpoint"]["request"]["median_ms"] <= TARGET_MS else "misses"
     lines += [
         "",
-        f"target: assembly with a checkpoint <= {TARGET_MS:.0f} ms per step: "
-        f"{a['checkpoint']['request']['median_ms']:.2f} ms median ({verdict} it)",
         "share = median Turns._request / median turn time (one model step per turn).",
+        "",
+        *table(rows_of(results)),
+        *verdicts(rows_of(results)),
     ]
     return "\n".join(lines)
+
+
+QUICK = {"iterations": 10, "turns": 3, "raw_turns": 1}
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", action="store_true", help="JSON results on stdout")
+    parser.add_argument("--quick", action="store_true", help=f"a short run: {QUICK}")
     parser.add_argument("--messages", type=int, default=10_000)
     parser.add_argument("--iterations", type=int, default=30)
     parser.add_argument("--turns", type=int, default=10, help="timed turns, checkpoint case")
@@ -471,7 +423,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--raw-turns", type=int, default=3, help="timed turns without a checkpoint (slow)"
     )
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.quick:
+        vars(args).update(QUICK)
+    return args
 
 
 def main(argv: list[str]) -> int:
@@ -479,9 +434,6 @@ def main(argv: list[str]) -> int:
     # The in-process kernel logs through structlog: keep stdout for the results.
     structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
     started = time.monotonic()
-    workdir = Path(tempfile.mkdtemp(prefix="fyctx", dir="/tmp"))
-    data_dir = workdir / "data"
-    data_dir.mkdir(mode=0o700)
     results: dict[str, Any] = {
         "config": {
             "messages": args.messages,
@@ -489,43 +441,40 @@ def main(argv: list[str]) -> int:
             "turns": args.turns,
             "raw_turns": args.raw_turns,
             "tail_after_checkpoint": TAIL,
-            "python": platform.python_version(),
+            "python": python(),
+            "quick": args.quick,
             "cpus": os.cpu_count(),
         }
     }
-    try:
-        with FakeProvider.running() as fake:
-            say(f"building {args.messages:,} messages x {len(CASES)} sessions ...")
-            built = asyncio.run(build_data(data_dir, fake.base_url, args.messages))
-            results["data"] = {
-                "db_mb": built["db_mb"],
-                "fill_s": built["fill_s"],
-                "sessions": {
-                    c: {key: v for key, v in s.items() if key != "id"}
-                    for c, s in built["sessions"].items()
-                },
-            }
-            say(f"timing the assembly in process ({args.iterations} runs per case) ...")
-            results["assembly"] = asyncio.run(measure_assembly(data_dir, built, args.iterations))
-            counts = {"checkpoint": args.turns, "raw": args.raw_turns}
-            say(f"timing turns through foya serve {counts} ...")
-            results["turns"] = measure_turns(data_dir, built, fake, counts, workdir)
-        results["share"] = {
-            case: round(
-                results["assembly"][case]["request"]["median_ms"]
-                / results["turns"][case]["turn"]["median_ms"],
-                4,
-            )
-            for case in CASES
+    with workspace(args.keep) as work, FakeProvider.running() as fake:
+        workdir = Path(work)
+        data_dir = workdir / "data"
+        data_dir.mkdir(mode=0o700)
+        say(f"building {args.messages:,} messages x {len(CASES)} sessions ...")
+        built = asyncio.run(build_data(data_dir, fake.base_url, args.messages))
+        results["data"] = {
+            "db_mb": built["db_mb"],
+            "fill_s": built["fill_s"],
+            "sessions": {
+                c: {key: v for key, v in s.items() if key != "id"}
+                for c, s in built["sessions"].items()
+            },
         }
-        results["target_ms"] = TARGET_MS
-        results["elapsed_s"] = round(time.monotonic() - started, 1)
-    finally:
-        if args.keep:
-            say(f"kept {workdir}")
-        else:
-            shutil.rmtree(workdir, ignore_errors=True)
-    print(json.dumps(results, indent=2) if args.json else render(results))
+        say(f"timing the assembly in process ({args.iterations} runs per case) ...")
+        results["assembly"] = asyncio.run(measure_assembly(data_dir, built, args.iterations))
+        counts = {"checkpoint": args.turns, "raw": args.raw_turns}
+        say(f"timing turns through foya serve {counts} ...")
+        results["turns"] = measure_turns(data_dir, built, fake, counts, workdir)
+    results["share"] = {
+        case: round(
+            results["assembly"][case]["request"]["median_ms"]
+            / results["turns"][case]["turn"]["median_ms"],
+            4,
+        )
+        for case in CASES
+    }
+    results["elapsed_s"] = round(time.monotonic() - started, 1)
+    finish(results, table_rows(results), render, args.json)
     say(f"done in {results['elapsed_s']} s")
     return 0
 

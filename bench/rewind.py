@@ -2,9 +2,9 @@
 
 Run from the repository root:
 
-    .venv/bin/python bench/rewind.py            # table on stdout, progress on stderr
-    .venv/bin/python bench/rewind.py --json     # machine-readable results on stdout
-    .venv/bin/python bench/rewind.py --quick    # fewer repetitions
+    .venv/bin/python -m bench.rewind            # table on stdout, progress on stderr
+    .venv/bin/python -m bench.rewind --json     # machine-readable results on stdout
+    .venv/bin/python -m bench.rewind --quick    # fewer repetitions
 
 Target (issue): the rewind preview of a turn that changed 200 files of 50 KB each takes at most
 1 s; the blob storage it used is compared with the raw bytes (gzip + dedupe ratio).
@@ -50,12 +50,6 @@ store thread) and of `filestate.plan` (hand-edited variant). Nothing asserts on 
 
 from __future__ import annotations
 
-# First of all: importing `common` drops bench/ from sys.path, where bench/http.py would
-# shadow the standard library's `http` package, and makes the repository importable.
-from common import Quiet, fs_type, machine_busy, ms, say, stats
-
-# isort: split
-
 import argparse
 import asyncio
 import cProfile
@@ -65,14 +59,11 @@ import hashlib
 import io
 import json
 import os
-import platform
 import pstats
 import random
 import re
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -89,8 +80,10 @@ from app.settings import Settings
 from app.store import filechanges
 from app.store.filechanges import FileSpan
 from app.textdiff import unified
-from app.tools.base import ToolContext, ToolResult
+from app.tools.base import Tool, ToolContext, ToolResult
 from app.tools.files import Delete, Edit, Write
+from bench.harness import Quiet, machine_busy, say, workspace
+from bench.report import Row, at_most, finish, fs_type, ms, python, rows_of, stats, table, verdicts
 
 TARGET_S = 1.0
 SIZE = 50_000  # bytes per generated file (a little more: whole classes are added)
@@ -248,7 +241,7 @@ def plan_cases(seed: int) -> list[FileCase]:
     return cases
 
 
-TOOLS = {"edit": Edit(), "create": Write(), "delete": Delete()}
+TOOLS: dict[str, Tool] = {"edit": Edit(), "create": Write(), "delete": Delete()}
 
 
 async def build(kernel: Kernel, cases: list[FileCase], workdir: Path) -> dict[str, Any]:
@@ -347,7 +340,7 @@ async def db_pages(kernel: Kernel) -> int:
     return await kernel.store.db.read(run)
 
 
-async def storage(kernel: Kernel, sid: str, user_seq: int, built: dict[str, Any]) -> dict:
+async def storage(kernel: Kernel, sid: str, user_seq: int, built: dict[str, Any]) -> dict[str, Any]:
     def run(c: Any) -> dict[str, Any]:
         def one(sql: str, *args: Any) -> int:
             return int(c.execute(sql, args).fetchone()[0] or 0)
@@ -760,9 +753,6 @@ def render(r: dict[str, Any]) -> str:
         f"{hand['cpu_median_ms'] / base['cpu_median_ms']:.2f}x CPU",
         "CPU ms = this process's CPU time (all threads) per run: steadier than wall time when "
         "other processes share the cores.",
-        f"target: preview <= {TARGET_S:.0f} s: {pv['median_ms']:.0f} ms median, "
-        f"{pv['p90_ms']:.0f} ms p90 ({verdict(pv)}); hand-edited {hand['median_ms']:.0f} ms "
-        f"median, {hand['p90_ms']:.0f} ms p90 ({verdict(hand)})",
         "",
         f"Blob storage ({st['file_changes']} file changes, {st['references']} blob references, "
         f"{st['blobs']} blobs stored):",
@@ -793,13 +783,27 @@ def render(r: dict[str, Any]) -> str:
         f"{r['load']['quiet_waited_s']} s for quiet, gave up {r['load']['quiet_gave_up']}x); "
         f"data built in {r['build_s']} s, whole run {r['elapsed_s']} s",
     ]
+    rows = rows_of(r)
+    lines += ["", *table(rows), *verdicts(rows)]
     for block in r.get("profile", []):
         lines += ["", block]
     return "\n".join(lines)
 
 
-def verdict(entry: dict[str, Any]) -> str:
-    return "meets it" if entry["p90_ms"] <= TARGET_S * 1000 else "misses it"
+def table_rows(r: dict[str, Any]) -> list[Row]:
+    """The previews against the issue's 1 s, the baseline beside them."""
+    base, target = r["baseline"]["median_ms"], TARGET_S * 1000
+    return [
+        Row(
+            f"rewind preview p90, {name}",
+            f"{e['p90_ms']:.0f} ms",
+            f"{base:.0f} ms (plain files + difflib, median)",
+            f"{e['median_ms'] / base:.2f}x",
+            f"<= {target:.0f} ms",
+            at_most(e["p90_ms"], target),
+        )
+        for name, e in (("all ready", r["preview"]), ("hand-edited", r["hand_edited"]))
+    ]
 
 
 def _counts(counts: dict[str, int]) -> str:
@@ -833,28 +837,23 @@ def main(argv: list[str]) -> int:
     # The in-process kernel logs through structlog: keep stdout for the results.
     structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
     started = time.monotonic()
-    workdir = Path(tempfile.mkdtemp(prefix="fyrewind", dir=tempfile.gettempdir()))
-    try:
+    with workspace(args.keep) as work:
+        workdir = Path(work)
         results: dict[str, Any] = {
             "config": {
                 "runs": args.runs,
                 "warmup": args.warmup,
                 "parts_runs": max(3, args.runs // 2),
                 "seed": args.seed,
-                "python": platform.python_version(),
+                "python": python(),
+                "quick": args.quick,
                 "cpus": os.cpu_count(),
                 "fs": fs_type(str(workdir)),
             }
         }
         results.update(asyncio.run(run(args, workdir)))
-        results["target_s"] = TARGET_S
         results["elapsed_s"] = round(time.monotonic() - started, 1)
-    finally:
-        if args.keep:
-            say(f"kept {workdir}")
-        else:
-            shutil.rmtree(workdir, ignore_errors=True)
-    print(json.dumps(results, indent=2) if args.json else render(results))
+    finish(results, table_rows(results), render, args.json)
     say(f"done in {results['elapsed_s']} s")
     return 0
 

@@ -2,17 +2,18 @@
 
 Run from the repository root:
 
-    .venv/bin/python bench/stream.py            # table on stdout, progress on stderr
-    .venv/bin/python bench/stream.py --json     # machine-readable results on stdout
+    .venv/bin/python -m bench.stream            # table on stdout, progress on stderr
+    .venv/bin/python -m bench.stream --json     # machine-readable results on stdout
+    .venv/bin/python -m bench.stream --quick    # fewer events, one round of each
 
 Two server processes, both real hypercorn on 127.0.0.1 with the config of
 `app.serve.hypercorn_config()` (the very function, on a socket from `app.serve.open_tcp()`), each
-running this file in a hidden `--serve` mode and taking commands as JSON lines on stdin:
+running this module in a hidden `--serve` mode and taking commands as JSON lines on stdin:
 
 - kernel: `app.main.create_app(Settings(data_dir=tmp), token_sha256=None)` in-process (Observe
   middleware, FastAPI route, `Kernel.session_events`, `SessionStream`, `EventStreamResponse`).
   Events are produced inside that process, without turns, by awaiting
-  `kernel.sessions.emit(EventDraft(session, "session_updated", payload))` one after another:
+  `kernel.facts.emit(EventDraft(session, "session_updated", payload))` one after another:
   append to the store (its own commit, synchronous=FULL), then `Broker.deliver` (must-deliver).
 - bare: a tiny ASGI app. One `asyncio.Queue(256)` per SSE client; the producer builds each
   frame once (`app.http.sse.frame`, so the bytes match the kernel's) and `await q.put()`s it
@@ -20,7 +21,8 @@ running this file in a hidden `--serve` mode and taking commands as JSON lines o
 
 The SSE clients run in this (orchestrating) process: raw asyncio protocols that parse the HTTP
 head and count SSE `data:` lines in the chunked body, or fully parse frames where a payload is
-needed. Servers are pinned to one core, this process to another (2+ cores), like bench/http.py.
+needed. Servers are pinned to one core, this process to another (2+ cores), like
+bench/http_stack.py.
 Timestamps are CLOCK_MONOTONIC (`time.monotonic_ns()`), which on Linux is one clock for every
 process on the machine, so a server-side "just before emit" and a client-side "received" compare
 directly (and NTP cannot step it, unlike `time.time_ns()`).
@@ -55,37 +57,12 @@ PID (SIGTERM, then SIGKILL) in a finally block. No assertion is made on any figu
 
 from __future__ import annotations
 
-# First of all: importing `common` drops bench/ from sys.path, where bench/http.py would
-# shadow the standard library's `http` package, and makes the repository importable.
-from common import (
-    ROOT,
-    SPY_FRAME,
-    Processes,
-    Quiet,
-    child_env,
-    dist_version,
-    fs_type,
-    machine_busy,
-    now_ns,
-    percentile,
-    pinned,
-    process_cpu,
-    say,
-    short_path,
-    workspace,
-)
-
-# isort: split
-
 import argparse
 import asyncio
-import contextlib
 import json
 import os
-import platform
 import re
 import resource
-import shutil
 import signal
 import statistics
 import subprocess
@@ -94,7 +71,32 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-HOST = "127.0.0.1"
+from bench.harness import (
+    HOST,
+    Processes,
+    Quiet,
+    child_env,
+    machine_busy,
+    now_ns,
+    process_cpu,
+    say,
+    spawn,
+    tail,
+    workspace,
+)
+from bench.profiles import Profiled, cprofile_summary, find_pyspy, pyspy, pyspy_summary
+from bench.report import (
+    Row,
+    dist_version,
+    finish,
+    fs_type,
+    percentile,
+    python,
+    rows_of,
+    table,
+    verdicts,
+)
+
 CLIENTS = 10
 BUFFER = 256  # the bare side's per-client queue, as app.broker.BUFFER
 KIND = "session_updated"
@@ -188,27 +190,6 @@ async def _serve_main(kind: str, data_dir: str) -> None:
         control.cancel()
 
 
-class Profiled:
-    """cProfile around one command (main thread only: the store thread is not seen)."""
-
-    def __init__(self, path: str | None) -> None:
-        self.path = path
-        self.prof: Any = None
-
-    def __enter__(self) -> Profiled:
-        if self.path:
-            import cProfile
-
-            self.prof = cProfile.Profile()
-            self.prof.enable()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        if self.prof is not None:
-            self.prof.disable()
-            self.prof.dump_stats(self.path)
-
-
 class KernelHandler:
     def __init__(self, kernel: Any) -> None:
         self.kernel = kernel
@@ -220,7 +201,7 @@ class KernelHandler:
 
     async def run(self, cmd: dict[str, Any]) -> dict[str, Any]:
         from app.events import Event, EventDraft
-        from app.kernel.sessions import topic
+        from app.kernel.emit import topic
 
         op = cmd["op"]
         sessions = self.kernel.sessions
@@ -243,7 +224,9 @@ class KernelHandler:
                 t0 = now_ns()
                 if mode == "emit":
                     for i in range(n):
-                        event = await sessions.emit(EventDraft(sid, KIND, payload(i, size, t0)))
+                        event = await self.kernel.facts.emit(
+                            EventDraft(sid, KIND, payload(i, size, t0))
+                        )
                     last = event.seq
                 else:  # "deliver": the broker and stream stack only, nothing stored
                     name = topic(sid)
@@ -271,7 +254,7 @@ class KernelHandler:
                     late += 1
                 body = payload(i, size)
                 body["t"] = now_ns()  # just before emit
-                event = await sessions.emit(EventDraft(sid, KIND, body))
+                event = await self.kernel.facts.emit(EventDraft(sid, KIND, body))
             cut = self._counter("foya_broker_cut_off_subscribers_total") - cut0
             return {"t0": t0, "t1": now_ns(), "last_seq": event.seq, "late": late, "cut_off": cut}
         raise ValueError(f"unknown op {op!r}")
@@ -393,30 +376,21 @@ class ServerProc:
     def __init__(self, kind: str, procs: Any, workdir: str, cpu: int | None) -> None:
         self.kind = kind
         self.stderr_path = os.path.join(workdir, f"{kind}.stderr")
-        argv = [sys.executable, os.path.abspath(__file__), "--serve", kind]
+        argv = [sys.executable, "-m", "bench.stream", "--serve", kind]
         argv += ["--data-dir", os.path.join(workdir, f"data-{kind}")]
         env = child_env({"XDG_CONFIG_HOME": os.path.join(workdir, "xdg")})
         with open(self.stderr_path, "wb") as err:
-            self.proc: subprocess.Popen[bytes] = procs.add(
-                subprocess.Popen(
-                    argv,
-                    cwd=ROOT,
-                    env=env,
-                    stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE,
-                    stderr=err,
-                    preexec_fn=pinned(cpu),
-                )
-            )
+            self.proc = spawn(
+                procs, argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
+                cpu=cpu,
+            )  # fmt: skip
         self.reader: asyncio.StreamReader | None = None
         self.port = 0
 
     async def start(self, timeout: float = 120.0) -> None:
         loop = asyncio.get_running_loop()
-        self.reader = asyncio.StreamReader()
-        await loop.connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(self.reader), self.proc.stdout
-        )
+        reader = self.reader = asyncio.StreamReader()
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), self.proc.stdout)
         hello = await self.reply(timeout)
         self.port = int(hello["port"])
 
@@ -446,9 +420,7 @@ class ServerProc:
         return process_cpu(self.proc.pid)
 
     def stderr_tail(self, lines: int = 20) -> str:
-        with contextlib.suppress(OSError), open(self.stderr_path, errors="replace") as fh:
-            return "".join(fh.readlines()[-lines:])
-        return ""
+        return tail([self.stderr_path], lines)
 
 
 _ID = re.compile(rb"(?:^|\n)id: (\d+)\n")
@@ -778,98 +750,14 @@ async def profile_fanout(
             stats_path = os.path.join(args.profile_dir or workdir, f"kernel-{mode}.pstats")
             cmd["profile"] = stats_path
             run = await fanout_run(kernel, path, cmd, CLIENTS, 120)
-            out[mode] = {"rate_under_profiler": run.rate, **_cprofile_top(stats_path)}
+            out[mode] = {"rate_under_profiler": run.rate, **cprofile_summary(stats_path)}
             continue
         raw = os.path.join(args.profile_dir or workdir, f"kernel-{mode}.pyspy.txt")
-        argv = [args.py_spy, "record", "--pid", str(kernel.proc.pid), "--rate", "500"]
-        argv += ["--threads", "--nonblocking", "--format", "raw", "-o", raw]
-        spy = procs.add(
-            subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-                preexec_fn=pinned(args.cpus[1]),
-            )
-        )
-        try:
+        with pyspy(args.py_spy, kernel.proc.pid, raw, procs, 500, args.cpus[1]) as spied:
             await asyncio.sleep(1.0)  # attach
             run = await fanout_run(kernel, path, cmd, CLIENTS, 120)
-        finally:
-            if spy.poll() is None:
-                spy.send_signal(signal.SIGINT)  # py-spy writes its output on SIGINT
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    spy.wait(20)
-            Processes.stop(spy)
-        if not os.path.exists(raw):
-            err = spy.stderr.read().decode(errors="replace") if spy.stderr else ""
-            out[mode] = {"error": f"py-spy wrote nothing: {err[-500:]}"}
-            continue
-        out[mode] = {"rate_under_profiler": run.rate, **_pyspy_top(raw)}
+        out[mode] = spied or {"rate_under_profiler": run.rate, **pyspy_summary(raw)}
     return out
-
-
-def _cprofile_top(stats_path: str) -> dict[str, Any]:
-    import pstats
-
-    stats: Any = pstats.Stats(stats_path)
-    rows = []
-    for (file, line, func), (_, ncalls, tottime, cumtime, _) in stats.stats.items():
-        rows.append((tottime, cumtime, ncalls, f"{short_path(file)}:{line}({func})"))
-    rows.sort(reverse=True)
-    return {
-        "total_s": round(stats.total_tt, 3),
-        "top_self": [
-            {"share": round(t / stats.total_tt, 4), "calls": nc, "cum_s": round(c, 3), "where": w}
-            for t, c, nc, w in rows[:25]
-        ],
-        "file": stats_path,
-    }
-
-
-def _pyspy_top(raw_path: str) -> dict[str, Any]:
-    """Aggregate py-spy raw stacks: by thread, by own frame, by innermost `app/` frame."""
-    threads: dict[str, int] = {}
-    own: dict[str, int] = {}
-    in_app: dict[str, int] = {}
-    total = 0
-    with open(raw_path) as fh:
-        for line in fh:
-            stack, _, count = line.rstrip("\n").rpartition(" ")
-            if not count.isdigit():
-                continue
-            n = int(count)
-            total += n
-            frames = stack.split(";")
-            thread = "store thread" if "foya-store" in frames[0] else "event loop thread"
-            threads[thread] = threads.get(thread, 0) + n
-            where = []
-            for frame in frames[1:]:
-                m = SPY_FRAME.match(frame)
-                where.append(
-                    (m["func"], short_path(m["file"]), m["line"]) if m else (frame, "", "")
-                )
-            if not where:
-                continue
-            func, file, line_no = where[-1]
-            key = f"{func} ({file}:{line_no})"
-            own[key] = own.get(key, 0) + n
-            app_frames = [w for w in where if w[1].startswith("app/")]
-            func, file, _ = app_frames[-1] if app_frames else (where[-1][0], where[-1][1], "")
-            key = f"{func} ({file})" if app_frames else f"[outside app/] {func} ({file})"
-            in_app[key] = in_app.get(key, 0) + n
-
-    def top(counts: dict[str, int], k: int) -> list[dict[str, Any]]:
-        ranked = sorted(counts.items(), key=lambda kv: -kv[1])[:k]
-        return [{"share": round(v / max(1, total), 4), "where": w} for w, v in ranked]
-
-    return {
-        "samples": total,
-        "threads": top(threads, 4),
-        "top_self": top(own, 25),
-        "top_innermost_app": top(in_app, 25),
-        "file": raw_path,
-    }
 
 
 async def replay(
@@ -1014,8 +902,9 @@ async def run_all(
 # Output
 
 
-def render(results: dict[str, Any]) -> str:
-    fan, rep, lat, meta = (results[k] for k in ("fanout", "replay", "latency", "meta"))
+def table_rows(results: dict[str, Any]) -> list[Row]:
+    """The headline figures; the fan-out ratio has a target."""
+    fan, rep, lat = (results[k] for k in ("fanout", "replay", "latency"))
     sides = fan["sides"]
     bare, emit, deliver = sides["bare"], sides["kernel emit"], sides["kernel deliver-only"]
     alone = sides["kernel emit, no subscriber"]
@@ -1082,23 +971,24 @@ def render(results: dict[str, Any]) -> str:
             "",
         )
     )
-    head = ("metric", "value", "baseline (bare)", "ratio", "target")
-    widths = [max(len(r[i]) for r in [*rows, head]) for i in range(5)]
+    meets: list[bool | None] = [emit["ratio_vs_bare"] >= TARGET_FANOUT_RATIO]
+    return [Row(*r, meets=m) for r, m in zip(rows, meets + [None] * (len(rows) - 1), strict=True)]
 
-    def line(r: tuple[str, ...]) -> str:
-        cells = [r[0].ljust(widths[0])] + [r[i].rjust(widths[i]) for i in range(1, 5)]
-        return "  ".join(cells).rstrip()
 
+def render(results: dict[str, Any]) -> str:
+    fan, rep, lat, meta = (results[k] for k in ("fanout", "replay", "latency", "meta"))
+    sides = fan["sides"]
+    bare, emit = sides["bare"], sides["kernel emit"]
+    rows = rows_of(results)
     out = [
         f"Foya event-stream benchmark  ({meta['python']}, hypercorn {meta['hypercorn']}, "
         f"{meta['cpus']} CPUs, pinning: {meta['pinning']}, data dir on {meta['data_fs']})",
         f"fan-out: {fan['events']:,} events of ~{fan['payload_bytes']} B payload "
         f"({bare['bytes_per_frame']:.0f} B/frame bare, {emit['bytes_per_frame']:.0f} kernel) "
-        f"to {fan['clients']} clients, median of {len(bare['rate_runs'])} alternating rounds",
+        f"to {fan['clients']} clients, median of {len(bare['rate_runs'])} alternating rounds; "
+        "baseline = bare",
         "",
-        line(head),
-        line(tuple("-" * w for w in widths)),
-        *(line(r) for r in rows),
+        *table(rows),
         "",
         "per round, events/s: "
         + "; ".join(
@@ -1106,8 +996,7 @@ def render(results: dict[str, Any]) -> str:
             for name, side in sides.items()
             if "rate_runs" in side
         ),
-        f"fan-out ratio {emit['ratio_vs_bare']:.2f}x vs target >= {TARGET_FANOUT_RATIO}x: "
-        + ("meets target" if emit["ratio_vs_bare"] >= TARGET_FANOUT_RATIO else "MISSES target"),
+        *verdicts(rows),
     ]
     for name in ("kernel", "bare"):
         if lat[name]["achieved_rate"] < 0.95 * lat["rate"]:
@@ -1165,9 +1054,20 @@ def render_profile(prof: dict[str, Any]) -> list[str]:
 # ---------------------------------------------------------------------------------------------
 
 
+QUICK = {
+    "events": 2000,
+    "rounds": 1,
+    "replay_events": 3000,
+    "replay_rounds": 1,
+    "latency_events": 1000,
+    "quiet_budget": 2.0,
+}
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--json", action="store_true", help="print results as JSON on stdout")
+    p.add_argument("--quick", action="store_true", help=f"a short run: {QUICK}")
     p.add_argument("--events", type=int, default=5000, help="events per fan-out run")
     p.add_argument("--payload", type=int, default=200, help="payload bytes (compact JSON)")
     p.add_argument("--rounds", type=int, default=3, help="alternating fan-out rounds")
@@ -1205,10 +1105,12 @@ def main(argv: list[str]) -> int:
     args.cpus = (cpus[-1], cpus[0]) if pin else (None, None)  # (servers, clients)
     if pin:
         os.sched_setaffinity(0, {cpus[0]})
+    if args.quick:
+        vars(args).update(QUICK)
     if args.profile == "py-spy":
-        args.py_spy = args.py_spy or shutil.which("py-spy") or "/tmp/pyspy/bin/py-spy"
-        if not os.access(args.py_spy, os.X_OK):
-            say(f"py-spy not found at {args.py_spy}; use --py-spy PATH or --profile cprofile")
+        args.py_spy = find_pyspy(args.py_spy)
+        if args.py_spy is None:
+            say("py-spy not found; use --py-spy PATH or --profile cprofile")
             return 2
     if args.profile_dir:
         os.makedirs(args.profile_dir, exist_ok=True)
@@ -1231,7 +1133,8 @@ def main(argv: list[str]) -> int:
     finally:
         procs.stop_all()
     results["meta"] = {
-        "python": f"{platform.python_implementation()} {platform.python_version()}",
+        "python": python(),
+        "quick": args.quick,
         "hypercorn": dist_version("hypercorn"),
         "cpus": len(cpus),
         "pinning": f"servers cpu {args.cpus[0]}, clients cpu {args.cpus[1]}" if pin else "off",
@@ -1240,12 +1143,8 @@ def main(argv: list[str]) -> int:
         "quiet_wait_s": round(QUIET.waited, 2),
         "runs_started_while_busy": QUIET.gave_up,
         "clock": "CLOCK_MONOTONIC (time.monotonic_ns), shared by all processes on Linux",
-        "targets": {"fanout_ratio_min": TARGET_FANOUT_RATIO},
     }
-    if args.json:
-        print(json.dumps(results, indent=2))
-    else:
-        print(render(results))
+    finish(results, table_rows(results), render, args.json)
     return 0
 
 

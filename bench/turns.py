@@ -2,21 +2,24 @@
 
 Run from the repository root:
 
-    .venv/bin/python bench/turns.py            # table on stdout, progress on stderr
-    .venv/bin/python bench/turns.py --json     # machine-readable results on stdout
+    .venv/bin/python -m bench.turns            # table on stdout, progress on stderr
+    .venv/bin/python -m bench.turns --json     # machine-readable results on stdout
+    .venv/bin/python -m bench.turns --quick    # 1 round, 10 TTFD pairs (~10 s)
 
 Three processes besides this (orchestrating) one, all on 127.0.0.1 or a Unix socket:
 
-- fake provider: this file in a hidden `--fake` mode, a Starlette app under hypercorn on a free
-  127.0.0.1 port. `POST /v1/chat/completions` with `stream: true` answers with a role chunk, N
+- fake provider: this module in a hidden `--fake` mode, running the tests' `FakeProvider`
+  (`tests/fake_provider.py`: raw ASGI under hypercorn on a free 127.0.0.1 port) with a
+  `respond` hook. `POST /v1/chat/completions` with `stream: true` answers with a role chunk, N
   `chat.completion.chunk` frames whose `delta.content` is `f"{i:05d} "` (6 characters), a finish
-  chunk, a usage chunk (when `stream_options.include_usage`) and `data: [DONE]`, each frame its
-  own `send()` (as a real provider writes them), as fast as the socket takes them. N comes from
-  the last user message, `deltas=N`. Frames are string templates, so the fake costs little CPU.
+  chunk, a usage chunk and `data: [DONE]`, each frame its own `send()` (as a real provider
+  writes them), as fast as the socket takes them. N comes from the last user message,
+  `deltas=N`. The frames are encoded once per N and then replayed as bytes, so the fake costs
+  little CPU per delta.
 - kernel: the real `python -m app serve --socket PATH` in a temporary data dir
   (FOYA_LOG_FORMAT=json, stdout to a file). A connection points at the fake
   (`POST /connections`, api_key "bench", models ["m"]); sessions use approval_mode full_access.
-- client: this file in a hidden `--client` mode, taking commands as JSON lines on stdin. It runs
+- client: this module in a hidden `--client` mode, taking commands as JSON lines on stdin. It runs
   both sides with the same code (httpx, `aiter_lines`, `json.loads` of every `data:` line):
   - direct: `POST /v1/chat/completions` straight to the fake;
   - kernel: `GET /sessions/{id}/events` over the Unix socket, wait for the `: ok` comment (the
@@ -60,46 +63,40 @@ made on any figure: targets are printed next to the results.
 
 from __future__ import annotations
 
-# First of all: importing `common` drops bench/ from sys.path, where bench/http.py would
-# shadow the standard library's `http` package, and makes the repository importable.
-from common import (
-    ROOT,
-    SPY_FRAME,
-    Processes,
-    Quiet,
-    child_env,
-    fs_type,
-    machine_busy,
-    now_ns,
-    percentile,
-    pinned,
-    process_cpu,
-    say,
-    short_path,
-    workspace,
-)
-
-# isort: split
-
 import argparse
 import asyncio
-import contextlib
+import functools
 import json
 import os
-import platform
 import re
-import select
 import signal
 import statistics
-import subprocess
 import sys
 import time
 from typing import Any
 
-HOST = "127.0.0.1"
+import httpx
+
+from bench.fakes import Chunk, FakeProvider, Recorded, Script, encode, garbage, reply, usage
+from bench.harness import (
+    CPU,
+    HOST,
+    SSE,
+    Child,
+    KernelProcess,
+    Processes,
+    Quiet,
+    now_ns,
+    say,
+    serve_json_lines,
+    workspace,
+)
+from bench.profiles import cprofile_summary, find_pyspy, pyspy, pyspy_summary
+from bench.report import Row, finish, fs_type, percentile, python, rows_of, table, verdicts
+
 MODEL = "m"
 API_KEY = "bench"
-TARGET_RATE_RATIO = 0.5  # kernel / direct deltas/s, at least
+TARGET_RATE_RATIO = 0.7  # kernel / direct deltas/s, at least (issue 13)
 TARGET_TTFD_OVERHEAD_MS = 5.0  # p50 of kernel - direct time to first delta, at most
 RUN_TIMEOUT = 60.0  # seconds, any one run
 
@@ -120,119 +117,51 @@ _DELTAS = re.compile(r"deltas=(\d+)")
 
 
 # ---------------------------------------------------------------------------------------------
-# Fake provider (hidden `--fake`): Starlette + hypercorn, prints {"port": N} once listening
+# Fake provider (hidden `--fake`): the tests' FakeProvider, prints {"port": N} once listening
 
 
-def _fake_app() -> Any:
-    from starlette.applications import Starlette
-    from starlette.requests import Request
-    from starlette.responses import JSONResponse, Response, StreamingResponse
-    from starlette.routing import Route
-
-    created = int(time.time())
-
-    def envelope(model: str) -> str:
-        return (
-            f'data: {{"id":"chatcmpl-bench","object":"chat.completion.chunk","created":{created},'
-            f'"model":{json.dumps(model)},"system_fingerprint":null,'
-        )
-
-    async def completions(request: Request) -> Response:
-        body = await request.json()
-        model = str(body.get("model") or MODEL)
-        users = [m for m in body.get("messages") or () if m.get("role") == "user"]
-        found = _DELTAS.search(str(users[-1].get("content") or "")) if users else None
-        n = int(found.group(1)) if found else 10
-        prompt_tokens = sum(len(str(m.get("content") or "")) for m in body["messages"]) // 4
-        if not body.get("stream"):
-            return JSONResponse(
-                {
-                    "id": "chatcmpl-bench",
-                    "object": "chat.completion",
-                    "created": created,
-                    "model": model,
-                    "choices": [
-                        {
-                            "index": 0,
-                            "message": {"role": "assistant", "content": expected_text(n)},
-                            "finish_reason": "stop",
-                        }
-                    ],
-                    "usage": {
-                        "prompt_tokens": prompt_tokens,
-                        "completion_tokens": n,
-                        "total_tokens": prompt_tokens + n,
-                    },
-                }
-            )
-        usage = bool((body.get("stream_options") or {}).get("include_usage"))
-        head = envelope(model)
-        pre = head + '"choices":[{"index":0,"delta":{"content":"'
-        post = '"},"logprobs":null,"finish_reason":null}]}\n\n'
-
-        async def frames() -> Any:
-            yield (
-                head + '"choices":[{"index":0,"delta":{"role":"assistant","content":""},'
-                '"logprobs":null,"finish_reason":null}]}\n\n'
-            ).encode()
-            for i in range(n):
-                yield (pre + delta_text(i) + post).encode()
-            yield (
-                head + '"choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop"}]}'
-                "\n\n"
-            ).encode()
-            if usage:
-                yield (
-                    head + f'"choices":[],"usage":{{"prompt_tokens":{prompt_tokens},'
-                    f'"completion_tokens":{n},"total_tokens":{prompt_tokens + n}}}}}\n\n'
-                ).encode()
-            yield b"data: [DONE]\n\n"
-
-        return StreamingResponse(
-            frames(), media_type="text/event-stream", headers={"cache-control": "no-cache"}
-        )
-
-    async def models(_: Request) -> Response:
-        return JSONResponse(
-            {"object": "list", "data": [{"id": MODEL, "object": "model", "owned_by": "bench"}]}
-        )
-
-    return Starlette(
-        routes=[
-            Route("/v1/chat/completions", completions, methods=["POST"]),
-            Route("/v1/models", models, methods=["GET"]),
-        ]
-    )
+@functools.lru_cache(maxsize=8)
+def _frames(model: str, n: int) -> tuple[bytes, ...]:
+    """The streamed answer to `deltas=n`, encoded once (the fake then only sends bytes)."""
+    ident = "chatcmpl-bench"
+    chunks = [Chunk({"role": "assistant", "content": ""})]
+    chunks += [Chunk({"content": delta_text(i)}) for i in range(n)]
+    chunks.append(Chunk({}, "stop"))
+    out = [encode(c, ident, model) for c in chunks]
+    out.append(encode(usage(10, n), ident, model))
+    return tuple(out)
 
 
-async def _fake_main() -> None:
-    import logging
-    import socket
+def _respond(record: Recorded) -> Script:
+    users = [m for m in record.messages if m.get("role") == "user"]
+    found = _DELTAS.search(str(users[-1].get("content") or "")) if users else None
+    n = int(found.group(1)) if found else 10
+    if not record.streaming:
+        return reply(expected_text(n))
+    return [garbage(frame) for frame in _frames(record.model or MODEL, n)]
 
-    from hypercorn.asyncio import serve
-    from hypercorn.config import Config
 
-    logging.basicConfig(level=logging.WARNING)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    sock.bind((HOST, 0))
-    sock.listen(128)
-    port = sock.getsockname()[1]
-    config = Config()
-    config.keep_alive_timeout = 300  # never close the kernel's pooled connection mid-benchmark
-    config.include_server_header = False
-    config.accesslog = None
-    config.errorlog = logging.getLogger("hypercorn.error")
-    config.bind = [f"fd://{sock.detach()}"]
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
+def _fake_main(deltas: int) -> None:
+    _frames(MODEL, deltas)  # encoded before the first request, not during a measured one
+    fake = FakeProvider()
+    fake.models = [MODEL]
+    fake.respond = _respond
+    fake.keep_alive_timeout = 300  # never close the kernel's pooled connection mid-benchmark
+    stop = False
+
+    def halt(*_: object) -> None:
+        nonlocal stop
+        stop = True
+
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    server = asyncio.create_task(serve(_fake_app(), config, shutdown_trigger=stop.wait))
-    await asyncio.sleep(0)
-    print(json.dumps({"port": port, "pid": os.getpid()}), flush=True)
-    await server
+        signal.signal(sig, halt)
+    fake.start()
+    try:
+        print(json.dumps({"port": fake.port, "pid": os.getpid()}), flush=True)
+        while not stop:
+            time.sleep(0.1)
+    finally:
+        fake.stop()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -241,12 +170,10 @@ async def _fake_main() -> None:
 
 class ClientWorker:
     def __init__(self) -> None:
-        self.direct: Any = None
-        self.kernel: Any = None
+        self.direct = httpx.AsyncClient()
+        self.kernel = httpx.AsyncClient()
 
     async def run(self, cmd: dict[str, Any]) -> dict[str, Any]:
-        import httpx
-
         op = cmd["op"]
         if op == "setup":
             timeout = httpx.Timeout(RUN_TIMEOUT)
@@ -333,16 +260,18 @@ class ClientWorker:
         turn_status = None
         kinds: dict[str, int] = {}
         marks: dict[str, int] = {}  # first receipt of each kind (or "kind:detail"), ns after t0
-        post: asyncio.Task[Any] | None = None
+        post: asyncio.Task[httpx.Response] | None = None
         t0 = 0
         async with self.kernel.stream(
             "GET", f"/sessions/{session}/events", headers={"accept": "text/event-stream"}
         ) as resp:
             if resp.status_code != 200:
                 return {"problem": f"events: HTTP {resp.status_code}"}
+            sse = SSE()
             lines = resp.aiter_lines()
             async for line in lines:
-                if line.startswith(":"):
+                sse.feed(line)
+                if sse.subscribed:
                     break  # `: ok`: subscribed
             t0 = now_ns()
             post = asyncio.create_task(
@@ -351,21 +280,19 @@ class ClientWorker:
             post.add_done_callback(
                 lambda _: marks.setdefault("POST /turns answered", now_ns() - t0)
             )
-            kind = ""
             async for line in lines:
-                if line.startswith("event: "):
-                    kind = line[7:]
+                frame = sse.feed(line)
+                if frame is None:
                     continue
-                if not line.startswith("data: "):
-                    continue
+                kind = frame.event
                 if kind == "message_delta":
                     t = now_ns()
                     first = first or t
                     last = t
-                    parts.append(json.loads(line[6:])["payload"])
+                    parts.append(frame.json()["payload"])
                     continue
                 kinds[kind] = kinds.get(kind, 0) + 1
-                payload = json.loads(line[6:]).get("payload")
+                payload = frame.json().get("payload")
                 mark = kind
                 if kind == "message_end":
                     mark = f"message_end {payload.get('role')}"
@@ -382,6 +309,8 @@ class ClientWorker:
                 elif kind == "error":
                     turn_status = f"error: {payload}"
         t_end = now_ns()
+        if post is None:
+            return {"problem": "the event stream ended before `: ok`"}
         answer = await post
         accepted = answer.json().get("status") if answer.status_code == 200 else None
         problems = []
@@ -409,182 +338,7 @@ class ClientWorker:
 
 
 async def _client_main() -> None:
-    worker = ClientWorker()
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader()
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
-    while True:
-        line = await reader.readline()
-        if not line:
-            return  # the orchestrator went away
-        try:
-            reply = await worker.run(json.loads(line))
-        except Exception as exc:
-            reply = {"error": f"{type(exc).__name__}: {exc}"}
-        print(json.dumps(reply), flush=True)
-
-
-# ---------------------------------------------------------------------------------------------
-# Orchestrator: processes
-
-
-class Child:
-    """A child speaking JSON lines on stdout (and taking commands on stdin)."""
-
-    def __init__(
-        self, name: str, argv: list[str], procs: Any, workdir: str, cpu: int | None, env: Any
-    ) -> None:
-        self.name = name
-        self.stderr_path = os.path.join(workdir, f"{name}.stderr")
-        with open(self.stderr_path, "wb") as err:
-            self.proc: subprocess.Popen[bytes] = procs.add(
-                subprocess.Popen(
-                    argv,
-                    cwd=ROOT,
-                    env=env,
-                    stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE,
-                    stderr=err,
-                    preexec_fn=pinned(cpu),
-                )
-            )
-
-    def reply(self, timeout: float) -> dict[str, Any]:
-        assert self.proc.stdout is not None
-        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
-        if not ready:
-            raise RuntimeError(f"{self.name}: no reply in {timeout} s")
-        line = self.proc.stdout.readline()
-        if not line:
-            raise RuntimeError(f"{self.name} exited:\n{self.stderr_tail()}")
-        out: dict[str, Any] = json.loads(line)
-        if "error" in out:
-            raise RuntimeError(f"{self.name}: {out['error']}")
-        return out
-
-    def call(self, cmd: dict[str, Any], timeout: float = RUN_TIMEOUT + 10) -> dict[str, Any]:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write((json.dumps(cmd) + "\n").encode())
-        self.proc.stdin.flush()
-        return self.reply(timeout)
-
-    def stderr_tail(self, lines: int = 20) -> str:
-        with contextlib.suppress(OSError), open(self.stderr_path, errors="replace") as fh:
-            return "".join(fh.readlines()[-lines:])
-        return ""
-
-
-class Kernel:
-    """`python -m app serve --socket PATH` (optionally under cProfile), driven over httpx."""
-
-    def __init__(
-        self, procs: Any, workdir: str, tag: str, cpu: int | None, profile_to: str | None = None
-    ) -> None:
-        import httpx
-
-        self.data_dir = os.path.join(workdir, f"data-{tag}")
-        self.socket = os.path.join(self.data_dir, "kernel.sock")
-        self.stdout_path = os.path.join(workdir, f"{tag}.stdout")
-        self.stderr_path = os.path.join(workdir, f"{tag}.stderr")
-        argv = [sys.executable]
-        if profile_to:
-            argv += ["-m", "cProfile", "-o", profile_to]
-        argv += ["-m", "app", "serve", "--socket", self.socket]
-        env = child_env(
-            {
-                "FOYA_DATA_DIR": self.data_dir,
-                "FOYA_LOG_FORMAT": "json",
-                "FOYA_LOG_LEVEL": "info",
-                "FOYA_PARENT_PID": str(os.getpid()),
-                "XDG_CONFIG_HOME": os.path.join(workdir, "xdg"),
-                "NO_PROXY": "127.0.0.1,localhost",
-            }
-        )
-        for key in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
-            env.pop(key, None)
-        with open(self.stdout_path, "wb") as out, open(self.stderr_path, "wb") as err:
-            self.proc: subprocess.Popen[bytes] = procs.add(
-                subprocess.Popen(
-                    argv,
-                    cwd=ROOT,
-                    env=env,
-                    stdin=subprocess.DEVNULL,
-                    stdout=out,
-                    stderr=err,
-                    preexec_fn=pinned(cpu),
-                )
-            )
-        self.http = httpx.Client(
-            base_url="http://foya",
-            transport=httpx.HTTPTransport(uds=self.socket),
-            timeout=30.0,
-            trust_env=False,
-        )
-
-    def wait_ready(self, timeout: float = 60.0) -> None:
-        import httpx
-
-        deadline = time.monotonic() + timeout
-        while True:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"kernel exited with {self.proc.returncode}:\n{self.tail()}")
-            with contextlib.suppress(httpx.TransportError):
-                if self.http.get("/healthz").status_code == 200:
-                    return
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"kernel not healthy after {timeout} s:\n{self.tail()}")
-            time.sleep(0.01)
-
-    def tail(self, lines: int = 20) -> str:
-        out = []
-        for path in (self.stderr_path, self.stdout_path):
-            with contextlib.suppress(OSError), open(path, errors="replace") as fh:
-                out += fh.readlines()[-lines:]
-        return "".join(out)
-
-    def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        resp = self.http.post(path, json=body)
-        if resp.status_code not in (200, 201):
-            raise RuntimeError(f"POST {path}: HTTP {resp.status_code} {resp.text[:300]}")
-        out: dict[str, Any] = resp.json()
-        return out
-
-    def setup(self, fake_port: int) -> str:
-        """The connection to the fake; returns its id."""
-        connection = self.post(
-            "/connections",
-            {
-                "name": "bench fake",
-                "base_url": f"http://{HOST}:{fake_port}/v1",
-                "api_key": API_KEY,
-                "models": [MODEL],
-            },
-        )
-        return str(connection["id"])
-
-    def new_session(self, connection: str) -> str:
-        body = {"connection_id": connection, "model": MODEL, "approval_mode": "full_access"}
-        return str(self.post("/sessions", body)["id"])
-
-    def dropped(self) -> float:
-        text = self.http.get("/metrics").text
-        found = re.search(r"^foya_broker_dropped_deltas_total (\S+)$", text, re.MULTILINE)
-        return float(found.group(1)) if found else float("nan")
-
-    def log_problems(self) -> list[str]:
-        """Error-level lines of the kernel's JSON log."""
-        out = []
-        with contextlib.suppress(OSError), open(self.stdout_path, errors="replace") as fh:
-            for line in fh:
-                with contextlib.suppress(ValueError):
-                    entry = json.loads(line)
-                    if entry.get("level") in ("error", "critical", "exception"):
-                        out.append(str(entry.get("event"))[:200])
-        return out
-
-    def close(self) -> None:
-        self.http.close()
-        Processes.stop(self.proc)
+    await serve_json_lines(ClientWorker().run)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -592,26 +346,16 @@ class Kernel:
 
 
 QUIET = Quiet(0.0)
+CALL_TIMEOUT = RUN_TIMEOUT + 10
 
 
-class CPU:
-    """CPU seconds of each of our processes and of everything else, over one run."""
+def connect(kernel: KernelProcess, fake_port: int) -> str:
+    """The kernel's connection to the fake; its id."""
+    return kernel.connect(f"http://{HOST}:{fake_port}/v1", API_KEY, [MODEL])
 
-    def __init__(self, pids: dict[str, int]) -> None:
-        self.pids = pids
-        self.used: dict[str, float] = {}
 
-    def __enter__(self) -> CPU:
-        self.t0 = time.monotonic()
-        self.start = {k: process_cpu(p) for k, p in self.pids.items()}
-        self.busy0 = machine_busy()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.seconds = time.monotonic() - self.t0
-        self.used = {k: process_cpu(p) - self.start[k] for k, p in self.pids.items()}
-        busy = machine_busy() - self.busy0
-        self.used["others"] = max(0.0, busy - sum(self.used.values()))
+def dropped(kernel: KernelProcess) -> float:
+    return kernel.metric("foya_broker_dropped_deltas_total")
 
 
 def _ms(ns: int) -> float:
@@ -619,16 +363,16 @@ def _ms(ns: int) -> float:
 
 
 def throughput_run(
-    side: str, client: Child, kernel: Kernel, connection: str, n: int, pids: dict[str, int]
+    side: str, client: Child, kernel: KernelProcess, connection: str, n: int, pids: dict[str, int]
 ) -> dict[str, Any]:
-    dropped0 = kernel.dropped()
+    dropped0 = dropped(kernel)
     cmd: dict[str, Any] = {"op": side, "n": n}
     if side == "kernel":
-        cmd["session"] = kernel.new_session(connection)
+        cmd["session"] = kernel.new_session(connection, MODEL)
     QUIET.wait()
     with CPU(pids) as cpu:
         try:
-            r = client.call(cmd)
+            r = client.call(cmd, CALL_TIMEOUT)
         except RuntimeError as exc:  # a timeout or a client failure: record it, go on
             r = {"problem": str(exc)[:300]}
     if "t0" not in r or not r.get("first"):
@@ -656,7 +400,7 @@ def throughput_run(
         "problem": r["problem"],
     }
     if side == "kernel":
-        out["dropped_by_broker"] = kernel.dropped() - dropped0
+        out["dropped_by_broker"] = dropped(kernel) - dropped0
         out["received_text_matches"] = r["received_text_matches"]
         out["post_to_turn_complete_s"] = round((r["complete_at"] - r["t0"]) / 1e9, 4)
         # How fast the kernel consumed the provider's stream, whatever reached the client: all
@@ -670,7 +414,11 @@ def throughput_run(
 
 
 def throughput(
-    args: argparse.Namespace, client: Child, kernel: Kernel, connection: str, pids: dict[str, int]
+    args: argparse.Namespace,
+    client: Child,
+    kernel: KernelProcess,
+    connection: str,
+    pids: dict[str, int],
 ) -> dict[str, Any]:
     n = args.deltas
     runs: dict[str, list[dict[str, Any]]] = {"direct": [], "kernel": []}
@@ -734,10 +482,10 @@ def throughput(
 
 
 def ttfd(
-    args: argparse.Namespace, client: Child, kernel: Kernel, connection: str
+    args: argparse.Namespace, client: Child, kernel: KernelProcess, connection: str
 ) -> dict[str, Any]:
     n = args.short_deltas
-    session = kernel.new_session(connection)
+    session = kernel.new_session(connection, MODEL)
     pairs: list[dict[str, Any]] = []
     problems: list[str] = []
     marks: dict[str, dict[str, list[float]]] = {"kernel": {}, "direct": {}}
@@ -749,7 +497,7 @@ def ttfd(
             if side == "kernel":
                 cmd["session"] = session
             try:
-                r = client.call(cmd)
+                r = client.call(cmd, CALL_TIMEOUT)
             except RuntimeError as exc:  # a timeout or a client failure: record it, go on
                 r = {"problem": str(exc)[:300]}
             got_all = r.get("received_chars") == n * DELTA_CHARS
@@ -810,97 +558,16 @@ def ttfd(
 # Profiling
 
 
-def _pyspy_summary(raw_path: str) -> dict[str, Any]:
-    """py-spy raw stacks (root first): share of samples by thread, by own frame, by innermost
-    `app/` frame, and by function anywhere on the stack below the event loop (inclusive)."""
-    threads: dict[str, int] = {}
-    own: dict[str, int] = {}
-    innermost: dict[str, int] = {}
-    inclusive: dict[str, int] = {}
-    total = 0
-    with open(raw_path) as fh:
-        for line in fh:
-            stack, _, count = line.rstrip("\n").rpartition(" ")
-            if not count.isdigit():
-                continue
-            n = int(count)
-            total += n
-            frames = stack.split(";")
-            thread = "store thread" if "foya-store" in frames[0] else "other threads"
-            if "MainThread" in frames[0]:
-                thread = "event loop thread"
-            threads[thread] = threads.get(thread, 0) + n
-            where = []
-            for frame in frames[1:]:
-                m = SPY_FRAME.match(frame)
-                where.append(
-                    (m["func"], short_path(m["file"]), m["line"]) if m else (frame, "", "")
-                )
-            if not where:
-                continue
-            func, file, line_no = where[-1]
-            key = f"{func} ({file}:{line_no})"
-            own[key] = own.get(key, 0) + n
-            app_frames = [w for w in where if w[1].startswith("app/")]
-            func, file, _ = app_frames[-1] if app_frames else (where[-1][0], where[-1][1], "")
-            key = f"{func} ({file})" if app_frames else f"[no app/ frame] {func} ({file})"
-            innermost[key] = innermost.get(key, 0) + n
-            # Inclusive: only what runs below the loop's callback dispatch (or the store
-            # thread's `run`), so the shared frames (runpy, typer, asyncio.run) don't crowd it.
-            cut = [i for i, w in enumerate(where) if w[0] in ("Handle._run", "Thread.run")]
-            if cut:
-                below = {f"{f} ({fl})" for f, fl, _ in where[cut[-1] + 1 :]}
-            else:
-                below = {f"[loop, outside callbacks] {where[-1][0]} ({where[-1][1]})"}
-            for key in below:
-                inclusive[key] = inclusive.get(key, 0) + n
-
-    def top(counts: dict[str, int], k: int) -> list[dict[str, Any]]:
-        ranked = sorted(counts.items(), key=lambda kv: -kv[1])[:k]
-        return [{"share": round(v / max(1, total), 4), "where": w} for w, v in ranked]
-
-    return {
-        "samples": total,
-        "threads": top(threads, 4),
-        "top_self": top(own, 25),
-        "top_innermost_app": top(innermost, 25),
-        "top_inclusive": top(inclusive, 40),
-        "file": raw_path,
-    }
-
-
-def _cprofile_summary(stats_path: str) -> dict[str, Any]:
-    import pstats
-
-    stats: Any = pstats.Stats(stats_path)
-    rows = []
-    for (file, line, func), (_, ncalls, tottime, cumtime, _) in stats.stats.items():
-        rows.append((tottime, cumtime, ncalls, f"{short_path(file)}:{line}({func})"))
-    total = stats.total_tt or 1.0
-
-    def fmt(r: tuple[float, float, int, str]) -> dict[str, Any]:
-        return {"self_s": round(r[0], 3), "cum_s": round(r[1], 3), "calls": r[2], "where": r[3]}
-
-    by_self = sorted(rows, reverse=True)[:20]
-    by_cum = sorted((r for r in rows if "app/" in r[3]), key=lambda r: -r[1])[:20]
-    return {
-        "total_s": round(total, 3),
-        "top_self": [{"share": round(r[0] / total, 4), **fmt(r)} for r in by_self],
-        "top_cumulative_app": [fmt(r) for r in by_cum],
-        "file": stats_path,
-    }
-
-
 PROFILE_SHORT_TURNS = 30
 
 
 def _short_turns(
-    client: Child, kernel: Kernel, connection: str, n: int, turns: int
+    client: Child, kernel: KernelProcess, connection: str, n: int, turns: int
 ) -> dict[str, Any]:
-    session = kernel.new_session(connection)
+    session = kernel.new_session(connection, MODEL)
     ttfd_ms = []
     for _ in range(turns):
-        r = client.call({"op": "kernel", "session": session, "n": n})
+        r = client.call({"op": "kernel", "session": session, "n": n}, CALL_TIMEOUT)
         if r.get("first"):
             ttfd_ms.append((r["first"] - r["t0"]) / 1e6)
     return {
@@ -912,10 +579,10 @@ def _short_turns(
 
 def profile(
     args: argparse.Namespace,
-    procs: Any,
+    procs: Processes,
     workdir: str,
     client: Child,
-    kernel: Kernel,
+    kernel: KernelProcess,
     connection: str,
     fake_port: int,
     pids: dict[str, int],
@@ -937,46 +604,32 @@ def profile(
     for phase, run_phase in phases:
         if args.profile == "py-spy":
             raw = os.path.join(where, f"kernel-{phase}.pyspy.txt")
-            argv = [args.py_spy, "record", "--pid", str(kernel.proc.pid), "--rate", "1000"]
-            argv += ["--threads", "--nonblocking", "--format", "raw", "-o", raw]
-            spy = procs.add(
-                subprocess.Popen(
-                    argv,
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.PIPE,
-                )
-            )
-            try:
+            with pyspy(args.py_spy, kernel.proc.pid, raw, procs, 1000) as spied:
                 time.sleep(1.0)  # attach
                 run = run_phase(kernel, connection, pids)
-            finally:
-                if spy.poll() is None:
-                    spy.send_signal(signal.SIGINT)  # py-spy writes its output on SIGINT
-                    with contextlib.suppress(subprocess.TimeoutExpired):
-                        spy.wait(20)
-                Processes.stop(spy)
-            if not os.path.exists(raw):
-                err = spy.stderr.read().decode(errors="replace") if spy.stderr else ""
-                out[phase] = {"error": f"py-spy wrote nothing: {err[-500:]}"}
-            else:
-                out[phase] = {"run": run, **_pyspy_summary(raw)}
+            out[phase] = spied or {"run": run, **pyspy_summary(raw)}
             continue
         stats_path = os.path.join(where, f"kernel-{phase}.pstats")
-        prof = Kernel(procs, workdir, f"kernel-cprofile-{phase}", args.cpus[0], stats_path)
+        prof = KernelProcess(
+            procs, workdir, f"kernel-cprofile-{phase}", cpu=args.cpus[0], profile_to=stats_path
+        )
         try:
             prof.wait_ready()
-            conn = prof.setup(fake_port)
-            client.call({"op": "setup", "fake_port": fake_port, "socket": prof.socket})
+            conn = connect(prof, fake_port)
+            client.call(
+                {"op": "setup", "fake_port": fake_port, "socket": prof.socket}, CALL_TIMEOUT
+            )
             _short_turns(client, prof, conn, args.short_deltas, 2)  # warm-up
             run = run_phase(prof, conn, {**pids, "kernel": prof.proc.pid})
         finally:
             prof.close()
-            client.call({"op": "setup", "fake_port": fake_port, "socket": kernel.socket})
+            client.call(
+                {"op": "setup", "fake_port": fake_port, "socket": kernel.socket}, CALL_TIMEOUT
+            )
         if not os.path.exists(stats_path):
             out[phase] = {"error": "cProfile wrote nothing (kernel did not exit cleanly?)"}
         else:
-            out[phase] = {"run": run, **_cprofile_summary(stats_path)}
+            out[phase] = {"run": run, **cprofile_summary(stats_path)}
     return out
 
 
@@ -984,8 +637,9 @@ def profile(
 # Output
 
 
-def render(results: dict[str, Any]) -> str:
-    tp, td, meta = results["throughput"], results["ttfd"], results["meta"]
+def table_rows(results: dict[str, Any]) -> list[Row]:
+    """The headline figures; the rate ratio and the TTFD overhead have targets."""
+    tp, td = results["throughput"], results["ttfd"]
     d, k = tp["direct"], tp["kernel"]
     n = tp["deltas"]
     kc, dc = k["cpu_us_per_delta_median"], d["cpu_us_per_delta_median"]
@@ -1092,22 +746,23 @@ def render(results: dict[str, Any]) -> str:
                 "",
             ),
         ]
-    head = ("metric", "value (kernel)", "baseline (direct)", "ratio", "target")
-    widths = [max(len(r[i]) for r in [*rows, head]) for i in range(5)]
+    meets: list[bool | None] = [tp["ratio"] >= TARGET_RATE_RATIO] + [None] * (len(rows) - 1)
+    if td.get("pairs"):
+        meets[-2] = td["overhead"]["p50_ms"] <= TARGET_TTFD_OVERHEAD_MS
+    return [Row(*r, meets=m) for r, m in zip(rows, meets, strict=True)]
 
-    def line(r: tuple[str, ...]) -> str:
-        cells = [r[0].ljust(widths[0])] + [r[i].rjust(widths[i]) for i in range(1, 5)]
-        return "  ".join(cells).rstrip()
 
+def render(results: dict[str, Any]) -> str:
+    tp, td, meta = results["throughput"], results["ttfd"], results["meta"]
+    k, n = tp["kernel"], tp["deltas"]
+    rows = rows_of(results)
     out = [
         f"Foya turns benchmark  ({meta['python']}, {meta['cpus']} CPUs, pinning: "
         f"{meta['pinning']}, data dir on {meta['data_fs']})",
         f"fake OpenAI-compatible provider: {n:,} content deltas of 6 chars, one SSE frame per "
-        f"send; median of {tp['rounds']} alternating rounds",
+        f"send; median of {tp['rounds']} alternating rounds; value = kernel, baseline = direct",
         "",
-        line(head),
-        line(tuple("-" * w for w in widths)),
-        *(line(r) for r in rows),
+        *table(rows),
         "",
         "per round, deltas/s: "
         + "; ".join(
@@ -1118,15 +773,9 @@ def render(results: dict[str, Any]) -> str:
         + " ".join(f"{r.get('received_deltas_of_text', 0):,}" for r in tp["runs"]["kernel"]),
         "per round, kernel/direct: "
         + " ".join(f"{x:.2f}x" if x is not None else "-" for x in tp["ratio_per_round"]),
-        f"throughput ratio {tp['ratio']:.2f}x vs target >= {TARGET_RATE_RATIO}x: "
-        + ("meets target" if tp["ratio"] >= TARGET_RATE_RATIO else "MISSES target"),
+        *verdicts(rows),
     ]
     if td.get("pairs"):
-        ok = td["overhead"]["p50_ms"] <= TARGET_TTFD_OVERHEAD_MS
-        out.append(
-            f"TTFD overhead p50 {td['overhead']['p50_ms']:.2f} ms vs target <= "
-            f"{TARGET_TTFD_OVERHEAD_MS:g} ms: " + ("meets target" if ok else "MISSES target")
-        )
         out.append(
             "TTFD timeline, p50 ms after the request was sent: kernel "
             + ", ".join(f"{name} {ms:.1f}" for name, ms in td["timeline_p50_ms"]["kernel"].items())
@@ -1210,6 +859,7 @@ def results_deltas(run: dict[str, Any]) -> str:
 def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--json", action="store_true", help="print results as JSON on stdout")
+    p.add_argument("--quick", action="store_true", help=f"a short run: {QUICK}")
     p.add_argument("--deltas", type=int, default=20_000, help="deltas in a throughput turn")
     p.add_argument("--rounds", type=int, default=3, help="alternating throughput rounds")
     p.add_argument("--pairs", type=int, default=15, help="TTFD pairs (kernel, direct)")
@@ -1234,17 +884,20 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def run_all(args: argparse.Namespace, procs: Any, workdir: str, results: dict[str, Any]) -> None:
-    me = [sys.executable, os.path.abspath(__file__)]
-    env = child_env({"NO_PROXY": "127.0.0.1,localhost"})
-    fake = Child("fake", [*me, "--fake"], procs, workdir, args.cpus[1], env)
-    client = Child("client", [*me, "--client"], procs, workdir, args.cpus[1], env)
-    kernel = Kernel(procs, workdir, "kernel", args.cpus[0])
+def run_all(
+    args: argparse.Namespace, procs: Processes, workdir: str, results: dict[str, Any]
+) -> None:
+    me = [sys.executable, "-m", "bench.turns"]
+    fake = Child(
+        "fake", [*me, "--fake", "--deltas", str(args.deltas)], procs, workdir, args.cpus[1]
+    )
+    client = Child("client", [*me, "--client"], procs, workdir, args.cpus[1])
+    kernel = KernelProcess(procs, workdir, "kernel", cpu=args.cpus[0])
     try:
         fake_port = int(fake.reply(60)["port"])
         kernel.wait_ready()
-        connection = kernel.setup(fake_port)
-        client.call({"op": "setup", "fake_port": fake_port, "socket": kernel.socket})
+        connection = connect(kernel, fake_port)
+        client.call({"op": "setup", "fake_port": fake_port, "socket": kernel.socket}, CALL_TIMEOUT)
         say(
             f"fake pid {fake.proc.pid} port {fake_port}; kernel pid {kernel.proc.pid} "
             f"socket {kernel.socket}; client pid {client.proc.pid}"
@@ -1266,23 +919,28 @@ def run_all(args: argparse.Namespace, procs: Any, workdir: str, results: dict[st
             Processes.stop(child.proc)
 
 
+QUICK = {"deltas": 20_000, "rounds": 1, "pairs": 10, "warmup_pairs": 1, "quiet_budget": 2.0}
+
+
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
     if args.fake:
-        asyncio.run(_fake_main())
+        _fake_main(args.deltas)
         return 0
     if args.client:
         asyncio.run(_client_main())
         return 0
+    if args.quick:
+        vars(args).update(QUICK)
     cpus = sorted(os.sched_getaffinity(0))
     pin = args.pin and len(cpus) >= 2
     args.cpus = (cpus[-1], cpus[0]) if pin else (None, None)  # (kernel, fake + client)
     if pin:
         os.sched_setaffinity(0, {cpus[0]})
     if args.profile == "py-spy":
-        args.py_spy = args.py_spy or shutil_which("py-spy") or "/tmp/pyspy/bin/py-spy"
-        if not os.access(args.py_spy, os.X_OK):
-            say(f"py-spy not found at {args.py_spy}; use --py-spy PATH or --profile cprofile")
+        args.py_spy = find_pyspy(args.py_spy)
+        if args.py_spy is None:
+            say("py-spy not found; use --py-spy PATH or --profile cprofile")
             return 2
     if args.profile_dir:
         os.makedirs(args.profile_dir, exist_ok=True)
@@ -1299,7 +957,8 @@ def main(argv: list[str]) -> int:
     finally:
         procs.stop_all()
     results["meta"] = {
-        "python": f"{platform.python_implementation()} {platform.python_version()}",
+        "python": python(),
+        "quick": args.quick,
         "cpus": len(cpus),
         "pinning": f"kernel cpu {args.cpus[0]}, fake+client cpu {args.cpus[1]}" if pin else "off",
         "data_fs": data_fs,
@@ -1308,22 +967,9 @@ def main(argv: list[str]) -> int:
         "quiet_wait_s": round(QUIET.waited, 2),
         "runs_started_while_busy": QUIET.gave_up,
         "clock": "time.monotonic_ns() in the client process",
-        "targets": {
-            "rate_ratio_min": TARGET_RATE_RATIO,
-            "ttfd_overhead_p50_ms_max": TARGET_TTFD_OVERHEAD_MS,
-        },
     }
-    if args.json:
-        print(json.dumps(results, indent=2))
-    else:
-        print(render(results))
+    finish(results, table_rows(results), render, args.json)
     return 0
-
-
-def shutil_which(name: str) -> str | None:
-    import shutil
-
-    return shutil.which(name)
 
 
 if __name__ == "__main__":

@@ -77,7 +77,14 @@ import httpx
 from helpers import base_env, run_foya, short_tmpdir, wait_until
 from hypercorn.asyncio import serve
 from hypercorn.config import Config
-from streams_helpers import EventStream, Frame, Served, module_kernels, open_events
+from streams_helpers import (
+    EventStream,
+    Frame,
+    Served,
+    module_kernels,
+    open_events,
+)
+from streams_helpers import parse_frame as parse_frame  # re-exported for the tests
 
 BOUND = 20.0  # seconds: upper bound on any wait in the fake and the harness, only to never hang
 READ_TIMEOUT = 10.0  # below the kernel's 15 s SSE heartbeat, so a silent stream fails the read
@@ -276,6 +283,10 @@ class FakeProvider:
         self.requests: list[Recorded] = []
         self.models: list[str] = ["fake-large", "fake-small"]
         self.models_error: int | None = None
+        # Answers a chat request no pushed script is queued for (None: HTTP 500). bench.turns
+        # uses it to stream as many deltas as each request asks for.
+        self.respond: Callable[[Recorded], Script] | None = None
+        self.keep_alive_timeout = 30.0
         self.port = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
@@ -351,7 +362,7 @@ class FakeProvider:
         config.accesslog = None
         config.errorlog = None
         config.graceful_timeout = 1.0
-        config.keep_alive_timeout = 30.0
+        config.keep_alive_timeout = self.keep_alive_timeout
         ready = threading.Event()
 
         def run() -> None:
@@ -360,7 +371,8 @@ class FakeProvider:
             asyncio.set_event_loop(loop)
             self._stop = asyncio.Event()
             ready.set()
-            loop.run_until_complete(serve(self._app, config, shutdown_trigger=self._stop.wait))
+            app: Any = self._app  # a raw ASGI callable; hypercorn's types want its TypedDicts
+            loop.run_until_complete(serve(app, config, shutdown_trigger=self._stop.wait))
             loop.close()
 
         self._thread = threading.Thread(target=run, name="fake-provider", daemon=True)
@@ -432,6 +444,8 @@ class FakeProvider:
         key = (model, record.streaming)
         with self._lock:
             script = self._scripts[key].popleft() if self._scripts[key] else None
+        if script is None and self.respond is not None:
+            script = self.respond(record)
         if script is None:
             what = "streaming" if record.streaming else "non-streaming"
             message = f"fake provider: no {what} script for model {model}"
@@ -482,18 +496,8 @@ class FakeProvider:
             await send({"type": "http.response.body", "body": data, "more_body": True})
 
         for action in script:
-            if isinstance(action, Chunk):
-                choice = {"index": 0, "delta": action.delta, "finish_reason": action.finish_reason}
-                await out(_sse(_chunk(ident, model, [choice])))
-            elif isinstance(action, UsageChunk):
-                body = _chunk(ident, model, [])
-                body["usage"] = {
-                    "prompt_tokens": action.prompt_tokens,
-                    "completion_tokens": action.completion_tokens,
-                    "total_tokens": action.prompt_tokens + action.completion_tokens,
-                    "prompt_tokens_details": {"cached_tokens": action.cached_tokens},
-                }
-                await out(_sse(body))
+            if isinstance(action, Chunk | UsageChunk):
+                await out(encode(action, ident, model))
             elif isinstance(action, Sleep):
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(gone.wait(), action.seconds)
@@ -524,6 +528,21 @@ class FakeProvider:
             ],
             "usage": {"prompt_tokens": 10, "completion_tokens": 1, "total_tokens": 11},
         }
+
+
+def encode(action: Chunk | UsageChunk, ident: str, model: str) -> bytes:
+    """The SSE frame of one streamed chunk, as an OpenAI-compatible provider sends it."""
+    if isinstance(action, Chunk):
+        choice = {"index": 0, "delta": action.delta, "finish_reason": action.finish_reason}
+        return _sse(_chunk(ident, model, [choice]))
+    body = _chunk(ident, model, [])
+    body["usage"] = {
+        "prompt_tokens": action.prompt_tokens,
+        "completion_tokens": action.completion_tokens,
+        "total_tokens": action.prompt_tokens + action.completion_tokens,
+        "prompt_tokens_details": {"cached_tokens": action.cached_tokens},
+    }
+    return _sse(body)
 
 
 def _chunk(ident: str, model: str, choices: list[dict[str, Any]]) -> dict[str, Any]:
@@ -696,21 +715,13 @@ class Events:
         """The next frame. Fails at `deadline` (monotonic; default BOUND from now) even while
         heartbeat comments keep arriving, and after READ_TIMEOUT of silence."""
         end = deadline if deadline is not None else time.monotonic() + BOUND
-        lines: list[str] = []
-        while True:
-            assert time.monotonic() < end, f"no awaited event in time; got {kinds(self.frames)}"
-            line = self.stream.next_line()
-            assert line is not None, f"the stream ended; got {kinds(self.frames)}"
-            if line.startswith(":"):
-                continue
-            if line:
-                lines.append(line)
-                continue
-            if any(x.startswith("data:") for x in lines):
-                frame = parse_frame(lines)
-                self.frames.append(frame)
-                return frame
-            lines = []  # a data-less `id:` frame (app.http.sse) dispatches no event
+        try:
+            frame = self.stream.next_frame(end)
+        except TimeoutError:
+            raise AssertionError(f"no awaited event in time; got {kinds(self.frames)}") from None
+        assert frame is not None, f"the stream ended; got {kinds(self.frames)}"
+        self.frames.append(frame)
+        return frame
 
     def until(self, stop: Callable[[Frame], bool]) -> list[Frame]:
         """Frames read from now up to and including the first for which `stop` holds."""
@@ -733,15 +744,6 @@ class Events:
 
     def until_kind(self, kind: str, **payload: Any) -> list[Frame]:
         return self.until(lambda f: f.event == kind and matches(f, payload))
-
-
-def parse_frame(lines: list[str]) -> Frame:
-    fields: dict[str, str] = {}
-    for line in lines:
-        name, _, value = line.partition(":")
-        assert name in ("id", "event", "data") and name not in fields, lines
-        fields[name] = value.removeprefix(" ")
-    return Frame(fields.get("id"), fields.get("event"), json.loads(fields["data"]), tuple(lines))
 
 
 def matches(frame: Frame, payload: dict[str, Any]) -> bool:

@@ -157,17 +157,22 @@ class EventStream:
             self.ended = True
             return None
 
-    def next_frame(self) -> Frame | None:
-        """The next event frame (comments are collected on the side); None at end of stream."""
+    def next_frame(self, deadline: float | None = None) -> Frame | None:
+        """The next event frame (comments are collected on the side); None at end of stream.
+
+        With a `deadline` (monotonic), TimeoutError once it has passed, even while heartbeat
+        comments keep arriving."""
         lines: list[str] = []
         while True:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError("no complete frame before the deadline")
             line = self.next_line()
             if line is None:
                 assert not lines, f"stream ended inside a frame: {lines}"
                 return None
             if line == "":
                 if any(x.startswith("data:") for x in lines):
-                    return _frame(lines)
+                    return parse_frame(lines)
                 lines = []  # a data-less `id:` frame (app.http.sse) dispatches no event
                 continue
             if line.startswith(":"):
@@ -189,7 +194,8 @@ class EventStream:
         return self.frames_until(lambda _: False)
 
 
-def _frame(lines: list[str]) -> Frame:
+def parse_frame(lines: list[str]) -> Frame:
+    """The tests' one SSE frame parser: the lines of one event, its JSON `data` decoded."""
     fields: dict[str, list[str]] = {}
     for line in lines:
         name, _, value = line.partition(":")

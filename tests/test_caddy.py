@@ -31,7 +31,7 @@ from typing import Any
 
 import httpx
 import pytest
-from fake_provider import FakeProvider, answer, connect, parse_frame, wait
+from fake_provider import FakeProvider, answer, connect, wait
 from helpers import (
     REPO,
     STOP_DEADLINE,
@@ -44,7 +44,7 @@ from helpers import (
     sha256_hex,
     wait_until,
 )
-from streams_helpers import Frame
+from streams_helpers import EventStream, Frame
 
 CADDYFILE = REPO / "Caddyfile"
 SSE_BOUND = 0.2  # seconds: the bound on Caddy's added delay for an SSE frame
@@ -338,17 +338,8 @@ class Subscription:
             with self.client, self.client.stream("GET", self.path) as response:
                 self.headers = response.headers
                 self.opened.set()
-                lines: list[str] = []
-                for line in response.iter_lines():
-                    if line:
-                        if not line.startswith(":"):
-                            lines.append(line)
-                        continue
-                    if not any(x.startswith("data:") for x in lines):
-                        lines = []  # a data-less `id:` frame (app.http.sse) is no event
-                        continue
-                    frame = parse_frame(lines)
-                    lines = []
+                stream = EventStream(response)
+                while (frame := stream.next_frame()) is not None:
                     with self.changed:
                         self.frames.append((time.monotonic(), frame))
                         self.changed.notify_all()

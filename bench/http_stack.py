@@ -2,8 +2,9 @@
 
 Run from the repository root:
 
-    .venv/bin/python bench/http.py            # table
-    .venv/bin/python bench/http.py --json     # machine-readable results on stdout
+    .venv/bin/python -m bench.http_stack            # table
+    .venv/bin/python -m bench.http_stack --json     # machine-readable results on stdout
+    .venv/bin/python -m bench.http_stack --quick    # 1 round of 2 s, 3 startup runs (~25 s)
 
 What it measures, all in one run so the ratios compare like with like:
 
@@ -32,24 +33,6 @@ No assertion is made on any figure: targets are printed next to the results.
 
 from __future__ import annotations
 
-# First of all: importing `common` drops bench/ from sys.path, where this file would shadow the
-# standard library's `http` package (asyncio, httpx and hypercorn all import it), and makes the
-# repository importable.
-from common import (
-    PYCACHE,
-    ROOT,
-    Processes,
-    child_env,
-    dist_version,
-    machine_busy,
-    pinned,
-    process_cpu,
-    say,
-    workspace,
-)
-
-# isort: split
-
 import argparse
 import asyncio
 import contextlib
@@ -57,7 +40,6 @@ import hashlib
 import json
 import logging
 import os
-import platform
 import re
 import resource
 import shutil
@@ -70,7 +52,29 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-HOST = "127.0.0.1"
+from bench.harness import (
+    HOST,
+    PYCACHE,
+    Processes,
+    child_env,
+    machine_busy,
+    process_cpu,
+    say,
+    spawn,
+    workspace,
+)
+from bench.report import (
+    Row,
+    at_least,
+    at_most,
+    dist_version,
+    finish,
+    python,
+    rows_of,
+    table,
+    verdicts,
+)
+
 TOKEN = "bench-" + "x" * 42  # 48 characters: above BearerAuth's 32-character minimum
 TOKEN_SHA256 = hashlib.sha256(TOKEN.encode()).hexdigest()
 AUTH_HEADER = f"Bearer {TOKEN}"
@@ -202,17 +206,7 @@ def start_server(
         env = child_env()
     with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
         started = time.perf_counter()
-        proc = procs.add(
-            subprocess.Popen(
-                argv,
-                cwd=ROOT,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=err,
-                preexec_fn=pinned(cpu),
-            )
-        )
+        proc = spawn(procs, argv, env=env, stdout=out, stderr=err, cpu=cpu)
     return Server(kind, proc, port, started, stdout_path, stderr_path)
 
 
@@ -280,27 +274,26 @@ def _wrk_ms(text: str, label: str) -> float | None:
     return float(m.group(1)) * _WRK_UNITS[m.group(2)] if m else None
 
 
-def run_wrk(
-    port: int, path: str, connections: int, seconds: int, cpu: int | None, procs: Processes
-) -> LoadResult:
-    argv = ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--latency"]
-    argv += ["-H", f"Authorization: {AUTH_HEADER}", f"http://{HOST}:{port}{path}"]
-    proc = procs.add(
-        subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            preexec_fn=pinned(cpu),
-        )
+def run_load(argv: list[str], seconds: int, cpu: int | None, procs: Processes) -> bytes:
+    """Run a load generator (wrk or our worker) for `seconds`; its stdout."""
+    proc = spawn(
+        procs, argv, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, cpu=cpu
     )
     try:
         out, err = proc.communicate(timeout=seconds + 30)
     finally:
         Processes.stop(proc)
-    text = out.decode(errors="replace")
     if proc.returncode != 0:
-        raise RuntimeError(f"wrk failed ({proc.returncode}): {err.decode(errors='replace')}")
+        raise RuntimeError(f"{argv[0]} failed ({proc.returncode}): {err.decode(errors='replace')}")
+    return out
+
+
+def run_wrk(
+    port: int, path: str, connections: int, seconds: int, cpu: int | None, procs: Processes
+) -> LoadResult:
+    argv = ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--latency"]
+    argv += ["-H", f"Authorization: {AUTH_HEADER}", f"http://{HOST}:{port}{path}"]
+    text = run_load(argv, seconds, cpu, procs).decode(errors="replace")
     done = re.search(r"(\d+) requests in ([\d.]+)(us|ms|s|m)\b", text)
     if not done:
         raise RuntimeError(f"cannot parse wrk output:\n{text}")
@@ -461,24 +454,8 @@ def run_python_load(
 ) -> LoadResult:
     """The asyncio client, in its own process (so it never shares the orchestrator's loop)."""
     spec = json.dumps({"port": port, "path": path, "connections": connections, "seconds": seconds})
-    argv = [sys.executable, os.path.abspath(__file__), "--load-worker", spec]
-    proc = procs.add(
-        subprocess.Popen(
-            argv,
-            cwd=ROOT,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            preexec_fn=pinned(cpu),
-        )
-    )
-    try:
-        out, err = proc.communicate(timeout=seconds + 30)
-    finally:
-        Processes.stop(proc)
-    if proc.returncode != 0:
-        raise RuntimeError(f"load worker failed: {err.decode(errors='replace')}")
-    return LoadResult(**json.loads(out))
+    argv = [sys.executable, "-m", "bench.http_stack", "--load-worker", spec]
+    return LoadResult(**json.loads(run_load(argv, seconds, cpu, procs)))
 
 
 def load_worker(spec_json: str) -> None:
@@ -670,6 +647,39 @@ def startup_and_rss(args: argparse.Namespace, procs: Processes, workdir: str) ->
 # Output
 
 
+def table_rows(results: dict[str, Any]) -> list[Row]:
+    """The three figures of the issue, each against its target."""
+    tp, st, mem = results["throughput"], results["startup"], results["idle_rss"]
+    readyz = tp["sides"]["full GET /readyz (auth)"]
+    bare = next(v for k, v in tp["sides"].items() if k.startswith("bare"))
+    return [
+        Row(
+            "throughput req/s, authenticated /readyz (full vs bare)",
+            f"{readyz['rps_mean']:,.0f}",
+            f"{bare['rps_mean']:,.0f}",
+            f"{readyz['ratio_vs_bare']:.2f}x",
+            f">= {TARGET_THROUGHPUT_RATIO}x",
+            at_least(readyz["ratio_vs_bare"], TARGET_THROUGHPUT_RATIO),
+        ),
+        Row(
+            "idle RSS of foya serve, MB",
+            f"{mem['full_mb']:.1f}",
+            f"{mem['bare_mb']:.1f}",
+            f"{mem['full_mb'] / mem['bare_mb']:.2f}x",
+            f"<= {TARGET_RSS_MB:.0f}",
+            at_most(mem["full_mb"], TARGET_RSS_MB),
+        ),
+        Row(
+            "exec -> first /healthz 200, ms (full vs bare)",
+            f"{st['median_s']['full'] * 1000:.0f}",
+            f"{st['median_s']['bare'] * 1000:.0f}",
+            f"{st['ratio']:.2f}x",
+            f"<= {TARGET_STARTUP_RATIO}x",
+            at_most(st["ratio"], TARGET_STARTUP_RATIO),
+        ),
+    ]
+
+
 def verdict(ok: bool) -> str:
     return "meets target" if ok else "MISSES target"
 
@@ -741,6 +751,9 @@ def render(results: dict[str, Any]) -> str:
         f"   full/bare: {st['ratio']:.2f}x  (target <= {TARGET_STARTUP_RATIO}x: {verdict(ok)}); "
         f"by CPU time: {st['cpu_ratio']:.2f}x",
         "",
+        *table(rows_of(results)),
+        "",
+        *verdicts(rows_of(results)),
         f"total {meta['elapsed_s']:.0f} s",
     ]
     return "\n".join(lines)
@@ -749,9 +762,13 @@ def render(results: dict[str, Any]) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
+QUICK = {"duration": 2, "rounds": 1, "warmup": 1, "startup_runs": 3, "settle": 0.5}
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--json", action="store_true", help="print results as JSON on stdout")
+    p.add_argument("--quick", action="store_true", help=f"a short run: {QUICK}")
     p.add_argument("--loadgen", choices=("auto", "wrk", "python"), default="auto")
     p.add_argument("--connections", type=int, default=16, help="keep-alive connections")
     p.add_argument("--duration", type=int, default=3, help="seconds per measured run")
@@ -769,6 +786,8 @@ def main(argv: list[str]) -> int:
     if args.load_worker:
         load_worker(args.load_worker)
         return 0
+    if args.quick:
+        vars(args).update(QUICK)
     if args.loadgen == "auto":
         args.loadgen = "wrk" if shutil.which("wrk") else "python"
     elif args.loadgen == "wrk" and not shutil.which("wrk"):
@@ -800,22 +819,15 @@ def main(argv: list[str]) -> int:
         procs.stop_all()
     results["hypercorn_parity"] = parity
     results["meta"] = {
-        "python": f"{platform.python_implementation()} {platform.python_version()}",
+        "python": python(),
+        "quick": args.quick,
         "hypercorn": getattr(hypercorn, "__version__", None) or dist_version("hypercorn"),
         "cpus": len(cpus),
         "pinning": f"servers cpu {args.cpus[0]}, load cpu {args.cpus[1]}" if pin else "off",
         "elapsed_s": round(time.perf_counter() - began, 1),
         "bytecode_cache": PYCACHE,
-        "targets": {
-            "throughput_ratio_min": TARGET_THROUGHPUT_RATIO,
-            "idle_rss_mb_max": TARGET_RSS_MB,
-            "startup_ratio_max": TARGET_STARTUP_RATIO,
-        },
     }
-    if args.json:
-        print(json.dumps(results, indent=2))
-    else:
-        print(render(results))
+    finish(results, table_rows(results), render, args.json)
     return 0
 
 
