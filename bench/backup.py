@@ -1,4 +1,4 @@
-"""Backup and restore benchmark: `app.backup` on a ~1 GB data dir against GNU tar, and a
+"""Backup and restore benchmark: `app.ops.backup` on a ~1 GB data dir against GNU tar, and a
 writer's latency through a real kernel while `foya backup` runs against the same writer without.
 
 Run from the repository root:
@@ -11,17 +11,17 @@ The data dir is built in a fresh temp dir (removed at the end; the free space is
 a real `foya.db` of 100,000 `message_end` events (~1 KB of JSON each, 50 sessions, appended
 through `app.store` in one transaction per session), then files: 4,000 ~16 KB Python-like text
 files in the sessions' managed workspaces, 300 incompressible 1 MB "images" (plus small JSON
-sidecars) under `artifacts/`, two 128 MiB binaries (larger than `app.backup.WHOLE_FILE`, so the
+sidecars) under `artifacts/`, two 128 MiB binaries (larger than `app.ops.backup.WHOLE_FILE`, so the
 backup streams them), and 8 MB random files up to 1,000 MB. `--quick`: 20,000 events, 800 text
 files, 60 images, one 72 MiB binary, 200 MB.
 
 What is timed, each side in the same run (throughput: alternating A B / B A per round; latency:
 a backup window, then a window of the same length without, twice):
 
-- backup: `app.backup.backup(data, archive)` in process (SQLite backup API for the database,
+- backup: `app.ops.backup.backup(data, archive)` in process (SQLite backup API for the database,
   SHA-256 of every member, fsync of the archive) against `tar cf archive -C data .` (GNU tar)
   plus an fsync of the archive.
-- restore: `app.restore.restore(archive, fresh)` in process (every hash checked,
+- restore: `app.ops.restore.restore(archive, fresh)` in process (every hash checked,
   `PRAGMA quick_check`, one sync, rename into place) against `tar xf archive -C fresh` plus
   `sync -f fresh`.
 - writer latency: `PATCH /sessions/{id}` (each a stored `session_updated`, committed with fsync)
@@ -75,7 +75,7 @@ class Plan:
     text_files: int
     artifacts: int
     large_files: int
-    large_bytes: int  # each larger than app.backup.WHOLE_FILE: streamed, not read whole
+    large_bytes: int  # each larger than app.ops.backup.WHOLE_FILE: streamed, not read whole
     rounds: int
 
 
@@ -431,9 +431,9 @@ def table_rows(r: dict[str, Any]) -> list[Row]:
     """The headline ratios. The issue sets no number for them: no target, no verdict."""
     b, s, lat = r["backup"], r["restore"], r["latency"]
     return [
-        Row("backup MB/s (app.backup vs tar cf)", f"{b['app']['mb_s']:.0f}",
+        Row("backup MB/s (app.ops.backup vs tar cf)", f"{b['app']['mb_s']:.0f}",
             f"{b['tar']['mb_s']:.0f}", f"{b['ratio']:.2f}x"),
-        Row("restore MB/s (app.restore vs tar xf)", f"{s['app']['mb_s']:.0f}",
+        Row("restore MB/s (app.ops.restore vs tar xf)", f"{s['app']['mb_s']:.0f}",
             f"{s['tar']['mb_s']:.0f}", f"{s['ratio']:.2f}x"),
         Row("writer p99 ms (during a backup vs alone)", f"{lat['backup']['p99_ms']:.2f}",
             f"{lat['idle']['p99_ms']:.2f}", f"{lat['p99_ratio']:.2f}x"),
@@ -467,9 +467,9 @@ def render(r: dict[str, Any]) -> str:
             f"| {'throughput':<44} | {'MB/s':>7} | {'median s':>8} | {'CPU s':>8} "
             f"| {'app / tar':>10} |",
             f"| {'-' * 44} | {'-' * 7} | {'-' * 8} | {'-' * 8} | {'-' * 10} |",
-            row("backup: app.backup.backup (in process)", b["app"], f"{b['ratio']:.2f}x"),
+            row("backup: app.ops.backup.backup (in process)", b["app"], f"{b['ratio']:.2f}x"),
             row("backup baseline: tar cf + fsync", b["tar"]),
-            row("restore: app.restore.restore (in process)", s["app"], f"{s['ratio']:.2f}x"),
+            row("restore: app.ops.restore.restore (in process)", s["app"], f"{s['ratio']:.2f}x"),
             row("restore baseline: tar xf + sync -f", s["tar"]),
             row("`foya backup` CLI, kernel + writer running", lat["cli_backup"]),
             "",

@@ -16,20 +16,18 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import threading
 from collections.abc import Coroutine, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from fake_provider import API_KEY, BOUND, FakeProvider, answer, call, tools
+from fake_provider import FakeProvider, answer, call, tools
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from inprocess import InProcess, inprocess_kernel
 
 from app.kernel import Kernel
-from app.metrics import Metrics
-from app.settings import Settings
 
 T = TypeVar("T")
 
@@ -39,38 +37,31 @@ KINDS = ("replace", "insert", "delete")
 
 @dataclass
 class Rig:
-    """A started kernel, its loop thread and a connection to the fake provider."""
+    """The in-process kernel, and a counter for distinct model names."""
 
-    kernel: Kernel
-    fake: FakeProvider
-    loop: asyncio.AbstractEventLoop
-    connection: str
+    inner: InProcess
     tokens: Iterator[int] = field(default_factory=itertools.count)
 
+    @property
+    def kernel(self) -> Kernel:
+        return self.inner.kernel
+
+    @property
+    def fake(self) -> FakeProvider:
+        return self.inner.fake
+
+    @property
+    def connection(self) -> str:
+        return self.inner.connection
+
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(BOUND)
+        return self.inner.run(coro)
 
 
 @pytest.fixture(scope="module")
 def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    data_dir = tmp_path_factory.mktemp("hand_edits") / "data"
-    with FakeProvider.running() as fake:
-        kernel = Kernel(Settings(data_dir=data_dir), Metrics())
-        rig = Rig(kernel, fake, loop, "")
-        rig.run(kernel.start())
-        try:
-            body = {"name": "fake", "base_url": fake.base_url, "api_key": API_KEY}
-            rig.connection = rig.run(kernel.connections.create(body))["id"]
-            yield rig
-        finally:
-            rig.run(kernel.begin_shutdown())
-            rig.run(kernel.close())
-            loop.call_soon_threadsafe(loop.stop)
-            thread.join(BOUND)
-            loop.close()
+    with inprocess_kernel(tmp_path_factory.mktemp("hand_edits") / "data") as inner:
+        yield Rig(inner)
 
 
 class Files:

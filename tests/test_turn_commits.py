@@ -10,25 +10,21 @@ import asyncio
 import sqlite3
 import threading
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
-from fake_provider import API_KEY, BOUND, FakeProvider, answer, call, tools
+from fake_provider import BOUND, answer, call, tools
+from inprocess import InProcess, inprocess_kernel
 
 from app import events as k
 from app.events import Event
 from app.kernel import Kernel
 from app.kernel.emit import topic
-from app.metrics import Metrics
-from app.settings import Settings
 
 
 class Counted:
-    """A started in-process kernel whose store connection reports each COMMIT."""
+    """COMMIT statements seen on the store's connection."""
 
-    def __init__(self, kernel: Kernel, loop: asyncio.AbstractEventLoop, fake: FakeProvider) -> None:
-        self.kernel, self.loop, self.fake = kernel, loop, fake
-        self.connection = ""
+    def __init__(self) -> None:
         self.commits = 0
         self.lock = threading.Lock()
 
@@ -37,34 +33,17 @@ class Counted:
             with self.lock:
                 self.commits += 1
 
-    def run(self, coro: Any) -> Any:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(BOUND)
-
 
 @pytest.fixture(scope="module")
-def counted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Counted]:
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    with FakeProvider.running() as fake:
-        kernel = Kernel(Settings(data_dir=tmp_path_factory.mktemp("commits") / "d"), Metrics())
-        rig = Counted(kernel, loop, fake)
-        rig.run(kernel.start())
-        try:
-            body = {"name": "fake", "base_url": fake.base_url, "api_key": API_KEY}
-            rig.connection = rig.run(kernel.connections.create(body))["id"]
+def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[InProcess, Counted]]:
+    with inprocess_kernel(tmp_path_factory.mktemp("commits") / "d") as rig:
+        counted = Counted()
 
-            def trace(conn: sqlite3.Connection) -> None:
-                conn.set_trace_callback(rig.traced)
+        def trace(conn: sqlite3.Connection) -> None:
+            conn.set_trace_callback(counted.traced)
 
-            kernel.store.db.call(trace)
-            yield rig
-        finally:
-            rig.run(kernel.begin_shutdown())
-            rig.run(kernel.close())
-            loop.call_soon_threadsafe(loop.stop)
-            thread.join(BOUND)
-            loop.close()
+        rig.kernel.store.db.call(trace)
+        yield rig, counted
 
 
 async def _turn(kernel: Kernel, session: str, message: str) -> list[Event]:
@@ -81,21 +60,26 @@ async def _turn(kernel: Kernel, session: str, message: str) -> list[Event]:
     return seen
 
 
-def _commits_after_the_user_message(rig: Counted, session: str, message: str) -> tuple[int, Any]:
+def _commits_after_the_user_message(
+    rig: tuple[InProcess, Counted], session: str, message: str
+) -> tuple[int, list[Event]]:
+    kernel, counted = rig
+
     async def measured() -> tuple[int, list[Event]]:
-        before = rig.commits
-        events = await _turn(rig.kernel, session, message)
-        return rig.commits - before, events
+        before = counted.commits
+        events = await _turn(kernel.kernel, session, message)
+        return counted.commits - before, events
 
-    result: tuple[int, list[Event]] = rig.run(measured())
-    return result
+    return kernel.run(measured())
 
 
-def test_a_one_step_text_turn_commits_twice_after_its_user_message(counted: Counted) -> None:
-    session = counted.run(counted.kernel.sessions.create({"connection_id": counted.connection}))
-    sid = session["id"]
-    counted.fake.push(session["model"], answer("Hello there."))
-    commits, events = _commits_after_the_user_message(counted, sid, "hi")
+def test_a_one_step_text_turn_commits_twice_after_its_user_message(
+    rig: tuple[InProcess, Counted],
+) -> None:
+    kernel, _ = rig
+    session = kernel.run(kernel.kernel.sessions.create({"connection_id": kernel.connection}))
+    kernel.fake.push(session["model"], answer("Hello there."))
+    commits, events = _commits_after_the_user_message(rig, session["id"], "hi")
     kinds = [e.kind for e in events]
     assert kinds == [
         k.SESSION_UPDATED,  # phase turn ┐ the opening commit
@@ -110,14 +94,15 @@ def test_a_one_step_text_turn_commits_twice_after_its_user_message(counted: Coun
     assert commits == 3, f"{commits} commits: the opening one, then at most 2"
 
 
-def test_a_tool_step_stores_its_calls_with_the_reply(counted: Counted) -> None:
-    session = counted.run(counted.kernel.sessions.create({"connection_id": counted.connection}))
-    counted.fake.push(
+def test_a_tool_step_stores_its_calls_with_the_reply(rig: tuple[InProcess, Counted]) -> None:
+    kernel, _ = rig
+    session = kernel.run(kernel.kernel.sessions.create({"connection_id": kernel.connection}))
+    kernel.fake.push(
         session["model"],
         tools(call("c1", "read", {"path": "missing.txt"}), call("c2", "read", {"path": "x"})),
         answer("Nothing there."),
     )
-    _, events = _commits_after_the_user_message(counted, session["id"], "read them")
+    _, events = _commits_after_the_user_message(rig, session["id"], "read them")
     kinds = [e.kind for e in events]
     step = kinds.index(k.USAGE_UPDATED)
     assert kinds[step : step + 5] == [
