@@ -116,7 +116,7 @@ class Rewinds:
         return content
 
     def _require_idle(self, session: str) -> None:
-        if self.turns.active(session):
+        if self.turns.running(session):
             raise SessionBusy("the session is busy; stop the turn before rewinding")
         self._require_empty_queue(session)
 

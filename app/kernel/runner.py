@@ -87,10 +87,6 @@ class Turns:
         """Something holds the session (a turn, a compaction, a restore): new input is queued."""
         return self.activities.busy(session)
 
-    def active(self, session: str) -> bool:
-        """The same question, asked by what needs an idle session (compaction, rewind)."""
-        return self.activities.busy(session)
-
     def is_busy(self, session: str) -> bool:
         """Busy, or input is queued: what fork refuses as `session_busy`."""
         return self.activities.busy(session) or bool(self.queues.of(session).items)
