@@ -6,7 +6,7 @@ Messages are written for the user and must never contain secrets.
 The families here (kernel modules subclass them with their own codes):
 
 - `BadRequest` 400 `bad_request`, `NotFound` 404 `not_found`, `Conflict` 409 `conflict`
-- `PayloadTooLarge` 413 `payload_too_large`: a request body over the limit
+- 413 `payload_too_large` is rendered by `app.http.guard` before a route runs
 - `InsufficientStorage` 507 `insufficient_storage`: the disk (or SQLite's size cap) is full;
   `app.store.db` maps SQLITE_FULL to it and `app.http.errors` maps `OSError(ENOSPC)`
 - `Unavailable` 503 `unavailable`
@@ -47,11 +47,6 @@ class NotFound(FoyaError):
 class Conflict(FoyaError):
     status = 409
     code = "conflict"
-
-
-class PayloadTooLarge(FoyaError):
-    status = 413
-    code = "payload_too_large"
 
 
 class InsufficientStorage(FoyaError):
