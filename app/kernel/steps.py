@@ -149,11 +149,10 @@ class Steps:
         window = compaction.context_window(connection, row["model"])
         for attempt in range(2):
             # Only the messages after the checkpoint are read: the summary stands for the rest.
-            checkpoint = await self.store.checkpoint(run.session)
+            checkpoint, history, accepted = await self.store.request_inputs(run.session, route)
             after = int(checkpoint["through_seq"]) if checkpoint else 0
-            history = await self.store.history(run.session, after_seq=after)
             messages = context.build(cwd, history, checkpoint)
-            estimate = await self._estimate(run.session, route, messages, history, checkpoint)
+            estimate = self._estimate(accepted, messages, history, checkpoint)
             if attempt or not compaction.over_budget(estimate, window, run.last_output):
                 break
             phase = "mid_turn" if run.steps else "pre_turn"
@@ -174,17 +173,15 @@ class Steps:
         last = int(history[-1]["event_seq"]) if history else after
         return request, route, last, checkpoint["id"] if checkpoint else None
 
-    async def _estimate(
-        self,
-        session: str,
-        route: str,
+    @staticmethod
+    def _estimate(
+        accepted: dict[str, Any] | None,
         messages: list[dict[str, Any]],
         history: list[dict[str, Any]],
         checkpoint: dict[str, Any] | None,
     ) -> int:
-        """Tokens of `messages`: the last accepted request's real count for what it covered
-        (if the context below it has not changed since), plus an estimate of the rest."""
-        accepted = await self.store.boundary(session, route)
+        """Tokens of `messages`: the `accepted` request's real count for what it covered (if the
+        context below it has not changed since), plus an estimate of the rest."""
         same_base = accepted is not None and accepted["checkpoint_id"] == (
             checkpoint["id"] if checkpoint else None
         )

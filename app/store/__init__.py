@@ -214,6 +214,28 @@ class Store:
     async def last_usage(self, session: str) -> dict[str, Any] | None:
         return await self.db.read(lambda c: usage.last_request(c, session))
 
+    async def request_inputs(
+        self, session: str, route: str
+    ) -> tuple[dict[str, Any] | None, list[dict[str, Any]], dict[str, Any] | None]:
+        """What a model request is built from, in one read: the valid checkpoint, the active
+        messages after it and the last accepted request of `route`. One trip to the store
+        thread instead of three, on the path to a turn's first delta."""
+
+        def run(c: Any) -> Any:
+            found = checkpoints.current(c, session)
+            if found is checkpoints.REPAIR:
+                return None
+            after = int(found["through_seq"]) if found else 0
+            return found, log.history(c, session, after, -1), usage.boundary(c, session, route)
+
+        read = await self.db.read(run)
+        if read is None:  # the checkpoint projection needs repair: a write, then read again
+            found = await self.checkpoint(session)
+            after = int(found["through_seq"]) if found else 0
+            return found, await self.history(session, after), await self.boundary(session, route)
+        found, history, accepted = read
+        return (None if found is None else dict(found)), history, accepted
+
     async def boundary(self, session: str, route: str) -> dict[str, Any] | None:
         """The last accepted request of (session, route): through_seq and its real usage."""
         return await self.db.read(lambda c: usage.boundary(c, session, route))
