@@ -107,6 +107,55 @@ class QueueUpdated(TypedDict):
     items: list[dict[str, Any]]
 
 
+class ApprovalRequest(TypedDict):
+    id: str
+    session: str
+    tool_name: str
+    action: str  # read | write | delete | execute
+    detail: str
+    scope: Literal["workspace", "outside"]
+    resource: NotRequired[str]
+
+
+class ApprovalResolved(TypedDict):
+    id: str
+    decision: Literal["approved", "approved_for_session", "denied"]
+
+
+class FileOutcome(TypedDict):
+    """What a rewind or undo did to one file."""
+
+    path: str
+    action: Literal["restored", "merged", "kept", "force_restored"]
+
+
+class HistoryRewound(TypedDict):
+    target_user_seq: int
+    files: NotRequired[list[FileOutcome]]
+
+
+class FileReviewResolved(TypedDict):
+    action: Literal["kept", "undone"]
+    through_seq: int
+    files: NotRequired[list[FileOutcome]]
+
+
+class CompactionStarted(TypedDict):
+    phase: str  # standalone | pre_turn | mid_turn
+
+
+class CompactionFailed(TypedDict):
+    phase: str
+    error: str
+
+
+class SessionForked(TypedDict):
+    source_session_id: str
+    through_seq: int
+    forked_at: str
+    message_count: int
+
+
 def iso_time(ns: int) -> str:
     """RFC 3339 UTC with microseconds, as the wire `time` field."""
     moment = dt.datetime.fromtimestamp(ns / 1e9, tz=dt.UTC)

@@ -14,13 +14,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from app.errors import BadRequest
-from app.events import APPROVAL_REQUEST, APPROVAL_RESOLVED
+from app.events import APPROVAL_REQUEST, APPROVAL_RESOLVED, ApprovalRequest, ApprovalResolved
 from app.kernel.ids import new_id
 
-DECISIONS = ("approved", "approved_for_session", "denied")
+Decision = Literal["approved", "approved_for_session", "denied"]
+DECISIONS: tuple[Decision, ...] = ("approved", "approved_for_session", "denied")
 
 
 class InvalidDecision(BadRequest):
@@ -39,11 +40,11 @@ class Ask:
     outside: bool  # touches a path outside the working directory
 
     @property
-    def scope(self) -> str:
+    def scope(self) -> Literal["workspace", "outside"]:
         return "outside" if self.outside else "workspace"
 
 
-Emit = Callable[[str, dict[str, Any]], Awaitable[None]]
+Emit = Callable[[str, Any], Awaitable[None]]
 Guardian = Callable[[Ask], Awaitable[bool]]
 
 
@@ -51,20 +52,20 @@ class Approvals:
     """Pending requests and session grants."""
 
     def __init__(self) -> None:
-        self._pending: dict[str, tuple[str, asyncio.Future[str]]] = {}
+        self._pending: dict[str, tuple[str, asyncio.Future[Decision]]] = {}
         self._grants: set[tuple[str, str, str, str]] = set()
 
     def _granted(self, ask: Ask) -> bool:
         return (ask.session, ask.tool_name, ask.action, ask.scope) in self._grants
 
-    async def check(self, mode: str, ask: Ask, emit: Emit, guardian: Guardian) -> str:
+    async def check(self, mode: str, ask: Ask, emit: Emit, guardian: Guardian) -> Decision:
         """The decision for `ask` under `mode`: approved, approved_for_session or denied."""
         if mode == "full_access" or (ask.action == "read" and not ask.outside):
             return "approved"
         if self._granted(ask):
             return "approved"
         request_id = new_id()
-        request: dict[str, Any] = {
+        request: ApprovalRequest = {
             "id": request_id,
             "session": ask.session,
             "tool_name": ask.tool_name,
@@ -75,34 +76,37 @@ class Approvals:
         if ask.resource:
             request["resource"] = ask.resource
         await emit(APPROVAL_REQUEST, request)
+        decision: Decision
         if mode == "auto":
             decision = "approved" if await guardian(ask) else "denied"
         else:
-            future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+            future: asyncio.Future[Decision] = asyncio.get_running_loop().create_future()
             self._pending[request_id] = (ask.session, future)
             try:
                 decision = await future
             except asyncio.CancelledError:
                 # The turn was cancelled while the user was asked: close the request for every
                 # client showing it (shielded, so the record survives the cancellation).
-                resolved = {"id": request_id, "decision": "denied"}
+                resolved: ApprovalResolved = {"id": request_id, "decision": "denied"}
                 await asyncio.shield(emit(APPROVAL_RESOLVED, resolved))
                 raise
             finally:
                 self._pending.pop(request_id, None)
         if decision == "approved_for_session":
             self._grants.add((ask.session, ask.tool_name, ask.action, ask.scope))
-        await emit(APPROVAL_RESOLVED, {"id": request_id, "decision": decision})
+        final: ApprovalResolved = {"id": request_id, "decision": decision}
+        await emit(APPROVAL_RESOLVED, final)
         return decision
 
     def decide(self, session: str, request_id: str, decision: str) -> None:
         """Record the user's decision on `session`'s request; an unknown or already decided
         request, or one that belongs to another session, is a no-op."""
-        if decision not in DECISIONS:
+        chosen = next((d for d in DECISIONS if d == decision), None)
+        if chosen is None:
             raise InvalidDecision(f"decision: must be one of {', '.join(DECISIONS)}")
         pending = self._pending.get(request_id)
         if pending is not None and pending[0] == session and not pending[1].done():
-            pending[1].set_result(decision)
+            pending[1].set_result(chosen)
 
     def forget(self, session: str) -> None:
         """Drop the session's grants and deny its pending requests."""

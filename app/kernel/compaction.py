@@ -25,6 +25,8 @@ from app.events import (
     USAGE_UPDATED,
     EventDraft,
 )
+from app.events import CompactionFailed as Failed
+from app.events import CompactionStarted as Started
 from app.kernel import usage
 from app.kernel.context import summary_message
 from app.kernel.ids import iso_now, new_id
@@ -195,10 +197,11 @@ class Compactor:
         prior = str(previous["summary"]) if previous else None
 
         async def fail(error: str) -> None:
-            failed = {"phase": phase, "error": error}
+            failed: Failed = {"phase": phase, "error": error}
             await self.sessions.facts.emit(EventDraft(session, COMPACTION_FAILED, failed, run_id))
 
-        started = EventDraft(session, COMPACTION_STARTED, {"phase": phase}, run_id)
+        opened: Started = {"phase": phase}
+        started = EventDraft(session, COMPACTION_STARTED, opened, run_id)
         await self.sessions.facts.emit(started)
         try:
             text, segments, used = await self._summarize(provider, row, prior, chosen.covered)

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from app.errors import BadRequest, Conflict
-from app.events import Event
+from app.events import Event, FileOutcome
 from app.failpoints import failpoint
 from app.files import restore_file
 from app.merge import merge_bytes
@@ -37,6 +37,7 @@ from app.store.journals import FileImage, JournalFile
 from app.textdiff import unified
 
 Status = Literal["ready", "mergeable", "modified"]
+FileAction = Literal["restored", "merged", "kept", "force_restored"]
 
 
 class FileChanged(Conflict):
@@ -184,7 +185,7 @@ def forced_keys(plans: list[FilePlan], keys: list[str] | None) -> set[str]:
     return forced
 
 
-def action(p: FilePlan, forced: set[str]) -> str:
+def action(p: FilePlan, forced: set[str]) -> FileAction:
     """What a restore does to a planned file: `restored`, `merged`, and for a file modified
     since the agent, `force_restored` when its key is forced, else `kept` (left alone)."""
     if p.status == "modified":
@@ -250,7 +251,7 @@ def roll_back(files: Iterable[JournalFile]) -> list[str]:
     return skipped
 
 
-def outcome(plans: Iterable[FilePlan], forced: set[str]) -> list[dict[str, str]]:
+def outcome(plans: Iterable[FilePlan], forced: set[str]) -> list[FileOutcome]:
     """Per file, what the restore did: `{path, action}` for the event payload."""
     return [{"path": p.path, "action": action(p, forced)} for p in plans]
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from app import events as k
 from app.errors import BadRequest, Conflict
-from app.events import EventDraft
+from app.events import EventDraft, FileReviewResolved
 from app.kernel import filestate
 from app.kernel.runner import Turns
 from app.kernel.sessions import Sessions
@@ -77,7 +77,7 @@ class Reviews:
     ) -> dict[str, Any]:
         if action == "keep":
             _, through = await self._check(session, expected_through_seq, expected_file_state)
-            resolved = {"action": "kept", "through_seq": through}
+            resolved: FileReviewResolved = {"action": "kept", "through_seq": through}
             await self.sessions.facts.emit(EventDraft(session, k.FILE_REVIEW_RESOLVED, resolved))
             return {"status": "resolved"}
         async with self.turns.exclusive(session):
@@ -86,11 +86,9 @@ class Reviews:
             draft = EventDraft(
                 session,
                 k.FILE_REVIEW_RESOLVED,
-                {
-                    "action": "undone",
-                    "through_seq": through,
-                    "files": filestate.outcome(plans, forced),
-                },
+                FileReviewResolved(
+                    action="undone", through_seq=through, files=filestate.outcome(plans, forced)
+                ),
             )
             await filestate.restore(
                 self.store,

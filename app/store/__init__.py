@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from app.events import Event, EventDraft
+from app.events import Event, EventDraft, FileOutcome
 from app.store import (
     checkpoints,
     filechanges,
@@ -109,7 +109,7 @@ class Store:
         session: str,
         target_user_seq: int,
         expected_head_seq: int,
-        files: list[dict[str, Any]] | None = None,
+        files: list[FileOutcome] | None = None,
         journal: int | None = None,
     ) -> Event:
         return await self.db.write(

@@ -8,7 +8,7 @@ from typing import Any
 
 from app import events as k
 from app.errors import BadRequest, Conflict, NotFound
-from app.events import Event, EventDraft
+from app.events import Event, EventDraft, FileOutcome, HistoryRewound, SessionForked
 from app.store import blobs, jobs, journals, sessions
 from app.store.events import append, history, history_head, require_live_session
 
@@ -59,13 +59,13 @@ def rewind(
     session: str,
     target_user_seq: int,
     expected_head_seq: int,
-    files: list[dict[str, Any]] | None = None,
+    files: list[FileOutcome] | None = None,
     journal: int | None = None,
 ) -> Event:
     """Deactivate `target_user_seq` and everything after it by appending `history_rewound`;
     forget the rewind's file journal in the same transaction (its files are now final)."""
     check_rewind(conn, session, target_user_seq, expected_head_seq)
-    payload: dict[str, Any] = {"target_user_seq": target_user_seq}
+    payload: HistoryRewound = {"target_user_seq": target_user_seq}
     if files:
         payload["files"] = files
     event = append(conn, EventDraft(session, k.HISTORY_REWOUND, payload))
@@ -103,12 +103,12 @@ def fork(
         EventDraft(
             new,
             k.SESSION_FORKED,
-            {
-                "source_session_id": source,
-                "through_seq": last,
-                "forked_at": forked_at,
-                "message_count": len(messages),
-            },
+            SessionForked(
+                source_session_id=source,
+                through_seq=last,
+                forked_at=forked_at,
+                message_count=len(messages),
+            ),
         ),
     )
     out = [forked]
