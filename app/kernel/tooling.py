@@ -85,7 +85,8 @@ class ToolRunner:
         """Execute `call` and emit `tool_end` and the tool's `message_end`."""
         intent = _Intent()
         try:
-            await self._run(session, row, cwd, call, emit, running, intent)
+            result = await self._execute(session, row, cwd, call, emit, running, intent)
+            await self._record(call, result, emit, intent)
         finally:
             if intent.journal is not None and not intent.recorded:
                 try:
@@ -93,17 +94,11 @@ class ToolRunner:
                 except Exception as exc:  # the journal stays: the next start rolls it back
                     self.log.error("could not take back an unrecorded file change", error=str(exc))
 
-    async def _run(
-        self,
-        session: str,
-        row: dict[str, Any],
-        cwd: Path,
-        call: dict[str, Any],
-        emit: Emit,
-        running: dict[str, asyncio.Task[ToolResult]],
-        intent: _Intent,
+    @staticmethod
+    async def _record(
+        call: dict[str, Any], result: ToolResult, emit: Emit, intent: _Intent
     ) -> None:
-        result = await self._execute(session, row, cwd, call, emit, running, intent)
+        """`tool_end`, then the tool's `message_end`, which forgets the change's journal."""
         end: dict[str, Any] = {"id": call["id"], "name": call["name"], "output": result.output}
         message: dict[str, Any] = {
             "role": "tool",
