@@ -15,6 +15,7 @@ from app.errors import BadRequest, NotFound
 from app.events import iso_time
 from app.files import write_json_atomic
 from app.kernel.ids import new_id, now_ns
+from app.logs import get_logger
 from app.text import scrub
 
 DEFAULT_NAME = "New project"
@@ -52,6 +53,21 @@ def checked_path(path: str) -> Path:
     return given
 
 
+_TEXT_FIELDS = ("id", "name", "path", "created_at", "updated_at")
+
+
+def _servable(raw: Any) -> dict[str, Any] | None:
+    """A record of the (hand-editable) file as the kernel serves it, or None, logged, when it
+    lacks what a project is: text no encoder accepts becomes U+FFFD, so one bad record never
+    breaks a listing or a later write."""
+    record: dict[str, Any] | None = scrub(raw) if isinstance(raw, dict) else None
+    if record is None or not all(isinstance(record.get(f), str) for f in _TEXT_FIELDS):
+        shown = str(scrub(raw.get("id"))) if isinstance(raw, dict) else "?"
+        get_logger("foya.projects").warning("projects.json: skipped a malformed record", id=shown)
+        return None
+    return record
+
+
 class Projects:
     """The project index."""
 
@@ -66,8 +82,8 @@ class Projects:
             raw = json.loads(self.path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             raw = []
-        # A hand-edited file may hold text no encoder accepts: keep it servable and writable.
-        self._items = {p["id"]: scrub(p) for p in raw if isinstance(p, dict) and "id" in p}
+        records = (_servable(r) for r in (raw if isinstance(raw, list) else []))
+        self._items = {r["id"]: r for r in records if r is not None}
 
     def _save(self) -> None:
         write_json_atomic(self.path, list(self._items.values()))

@@ -2,30 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter, Response
-from pydantic import ValidationError
 
 from app.http.models import CreateProject, Project, UpdateProject
 from app.kernel import Kernel
-from app.logs import get_logger
-from app.text import scrub
-
-
-def _servable(records: list[dict[str, Any]]) -> list[Project]:
-    """Projects as served: `projects.json` may have been edited by hand, so a lone surrogate
-    becomes U+FFFD and a record of the wrong shape is skipped with a log line, rather than one
-    bad record failing the whole listing."""
-    out = []
-    for record in records:
-        try:
-            out.append(Project(**scrub(record)))
-        except (ValidationError, TypeError):
-            get_logger("foya.http").warning(
-                "projects.json: skipped a malformed record", project_id=str(scrub(record.get("id")))
-            )
-    return out
 
 
 def router(kernel: Kernel) -> APIRouter:
@@ -35,7 +15,7 @@ def router(kernel: Kernel) -> APIRouter:
 
     @api.get("/projects", response_model_exclude_none=True)
     async def list_projects() -> list[Project]:
-        return _servable(projects.all())
+        return [Project(**p) for p in projects.all()]
 
     @api.post("/projects", status_code=201, response_model_exclude_none=True)
     async def create_project(body: CreateProject) -> Project:
