@@ -16,6 +16,7 @@ from app.artifacts import MAX_BYTES, Artifacts
 from app.errors import BadRequest
 from app.kernel.connections import Connections
 from app.kernel.sessions import Sessions
+from app.text import has_lone_surrogate
 
 MAX_ELEMENTS, MAX_ELEMENT_BYTES, MAX_ELEMENTS_BYTES, MAX_FILES = 8, 40 * 1024, 96 * 1024, 16
 ELEMENT_FIELDS = ("page_url", "page_title", "tag", "selector", "text", "html")
@@ -30,10 +31,8 @@ class InvalidInput(BadRequest):
 def _text(value: Any, field: str) -> str:
     if not isinstance(value, str):
         raise InvalidInput(f"{field}: must be a string")
-    try:
-        value.encode()
-    except UnicodeEncodeError:
-        raise InvalidInput(f"{field}: not valid Unicode text (lone surrogate)") from None
+    if has_lone_surrogate(value):
+        raise InvalidInput(f"{field}: not valid Unicode text (lone surrogate)")
     return value
 
 
