@@ -37,9 +37,16 @@ class Facts:
         """The lock that orders `session`'s appends with their publication."""
         return self._locks.setdefault(session, asyncio.Lock())
 
-    async def emit(self, draft: EventDraft, *, must: bool = True) -> Event:
-        """Append `draft` and publish it."""
-        return (await self.commit(draft.session, lambda: self.store.append(draft), must=must))[0]
+    async def emit(
+        self, draft: EventDraft, *, must: bool = True, journal: int | None = None
+    ) -> Event:
+        """Append `draft` (forgetting a finished file `journal` in the same transaction) and
+        publish it."""
+
+        async def write() -> Event:
+            return await self.store.append(draft, journal=journal)
+
+        return (await self.commit(draft.session, write, must=must))[0]
 
     async def emit_all(self, session: str, drafts: Sequence[EventDraft]) -> list[Event]:
         """Append `drafts` in one transaction, then publish them in order."""

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from app.errors import BadRequest, Conflict
-from app.events import Event, FileOutcome
+from app.events import FileOutcome
 from app.failpoints import failpoint
 from app.files import restore_file
 from app.merge import merge_bytes
@@ -261,14 +261,14 @@ async def restore(
     session: str,
     target_seq: int,
     files: list[JournalFile],
-    commit: Callable[[int | None], Awaitable[list[Event]]],
-) -> list[Event]:
+    commit: Callable[[int | None], Awaitable[object]],
+) -> None:
     """Journal `files`, write them, then `commit(journal)`: the caller's event, which must
     forget the journal in its own transaction. Any failure puts the written files back; a crash
     leaves the journal for startup recovery. Runs as its own task, so a client that goes away
     mid-way never stops a restore half-done."""
 
-    async def run() -> list[Event]:
+    async def run() -> None:
         journal = await store.begin_restore(session, target_seq, files) if files else None
         try:
             await asyncio.to_thread(apply, files)
@@ -277,7 +277,7 @@ async def restore(
                 await store.finish_journal(journal)
             raise
         try:
-            return await commit(journal)
+            await commit(journal)
         except BaseException:
             await asyncio.to_thread(roll_back, files)
             if journal is not None:

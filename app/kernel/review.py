@@ -95,9 +95,7 @@ class Reviews:
                 session,
                 through,
                 filestate.journal_files(plans, forced),
-                lambda journal: self.sessions.facts.commit(
-                    session, lambda: self.store.append(draft, journal=journal)
-                ),
+                lambda journal: self.sessions.facts.emit(draft, journal=journal),
             )
         return {"status": "resolved"}
 

@@ -93,12 +93,7 @@ def emitter(sessions: Sessions, run: Run) -> Emit:
         kind: str, payload: Any, blobs: dict[str, bytes] | None = None, journal: int | None = None
     ) -> None:
         draft = EventDraft(run.session, kind, payload, run.run_id, blobs or {})
-        if journal is None:
-            await sessions.facts.emit(draft)
-        else:
-            await sessions.facts.commit(
-                run.session, lambda: sessions.store.append(draft, journal=journal)
-            )
+        await sessions.facts.emit(draft, journal=journal)
 
     return emit
 
