@@ -24,7 +24,7 @@ from app.settings import Settings
 import app.serve  # noqa: F401  (everything `foya serve` imports)
 
 configure_logging("json", "warning")
-HEAVY = ("openai", "PIL", "httpx")
+HEAVY = ("openai", "PIL", "httpx", "aiohttp")
 service = create_app(Settings(data_dir=Path(sys.argv[1])))
 kernel = service.kernel
 seen = {}
@@ -62,6 +62,6 @@ def test_serve_loads_the_model_sdk_and_pillow_on_first_use(tmp_path: Path) -> No
     )
     seen = json.loads(out.stdout.strip().splitlines()[-1])
     assert seen["started"] == []
-    assert seen["provider"] == ["openai", "httpx"]
+    assert seen["provider"] == ["openai", "httpx", "aiohttp"]
     assert seen["upload_error"] == "UnsupportedImage"
-    assert seen["upload"] == ["openai", "PIL", "httpx"]
+    assert seen["upload"] == ["openai", "PIL", "httpx", "aiohttp"]

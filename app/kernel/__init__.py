@@ -132,6 +132,7 @@ class Kernel:
     async def close(self) -> None:
         """Release what `start` opened."""
         await self.maintenance.stop()
+        await self.providers.close()
         if self._started:
             await asyncio.to_thread(self.store.close)
             self._started = False

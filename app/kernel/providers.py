@@ -16,11 +16,17 @@ from app.providers.base import ChatRequest, Provider, ProviderError
 
 
 class Providers:
-    """Provider clients, cached per connection and rebuilt when its URL or key changes."""
+    """Provider clients, cached per connection and rebuilt when its URL or key changes.
+
+    A replaced client may still be streaming a turn, so it is retired, not closed: every client
+    is closed when the kernel shuts down (`close`). Connections are edited rarely; a retired
+    client's idle connections expire on their own meanwhile.
+    """
 
     def __init__(self, connections: Connections) -> None:
         self.connections = connections
         self._cache: dict[str, tuple[str, Provider]] = {}
+        self._retired: list[Provider] = []
 
     def for_connection(self, connection_id: str) -> Provider:
         connection = self.connections.get(connection_id)
@@ -30,6 +36,7 @@ class Providers:
         if cached is None or cached[0] != fingerprint:
             from app.providers.openai import OpenAIProvider  # first use loads the SDK
 
+            self.forget(connection_id)
             cached = (fingerprint, OpenAIProvider(base_url, key))
             self._cache[connection_id] = cached
         return cached[1]
@@ -64,4 +71,13 @@ class Providers:
         return completion.text.strip().upper().startswith("ALLOW")
 
     def forget(self, connection_id: str) -> None:
-        self._cache.pop(connection_id, None)
+        cached = self._cache.pop(connection_id, None)
+        if cached is not None:
+            self._retired.append(cached[1])
+
+    async def close(self) -> None:
+        """Close every client, cached or retired (at shutdown, after the turns have ended)."""
+        clients = [provider for _, provider in self._cache.values()] + self._retired
+        self._cache, self._retired = {}, []
+        for client in clients:
+            await client.aclose()

@@ -6,15 +6,22 @@ is mapped at this one boundary to a `ProviderError` whose message names the fail
 the key. For streams we take the SDK's raw response and decode each `data:` line with
 `json.loads`: the SDK's own iterator builds a pydantic model per chunk, measured at ~300 µs per
 chunk here (20x the JSON decode), which capped a turn at ~3k deltas/s (bench/turns.py).
+
+HTTP goes through aiohttp (the SDK's `DefaultAioHttpClient`), not httpx's own transport: its C
+parser hands over whatever body bytes have arrived in one piece, where httpx's pure-Python h11
+costs ~6 µs per chunk, and providers send one chunk per token (bench/turns.py: 9.7 -> 3.8 µs
+per delta to consume a stream). httpx stays the SDK's interface: proxies from the environment,
+TLS settings and timeouts are configured as before, and aiohttp's errors arrive as httpx's.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+import aiohttp
 import httpx
 import openai
 
@@ -35,10 +42,11 @@ BACKOFF_SECONDS = (1.0, 2.0, 4.0)
 MAX_RETRY_AFTER = 10.0
 TIMEOUT = 600.0
 #: What `_classify` maps: the SDK's errors, and what it lets through unwrapped (its HTTP
-#: library's errors when a body breaks off mid-stream, socket errors, and the header encoding
-#: of a non-ASCII key or URL). The SDK's major version is pinned in pyproject.toml: 2.x moved
-#: to another HTTP library (`httpx2`), whose errors escaped this map as internal errors.
-MAPPED = (openai.OpenAIError, httpx.HTTPError, OSError, UnicodeError)
+#: library's errors when a body breaks off mid-stream, an aiohttp error the transport does not
+#: translate, socket errors, and the header encoding of a non-ASCII key or URL). The SDK's
+#: major version is pinned in pyproject.toml: 2.x moved to another HTTP library (`httpx2`),
+#: whose errors escaped this map as internal errors.
+MAPPED = (openai.OpenAIError, httpx.HTTPError, aiohttp.ClientError, OSError, UnicodeError)
 
 
 def _usage(raw: dict[str, Any] | None) -> Usage:
@@ -62,7 +70,7 @@ def _classify(exc: Exception) -> ProviderError:
         return ProviderError("bad_response", f"the provider answered HTTP {exc.status_code}")
     if isinstance(exc, openai.APITimeoutError | openai.APIConnectionError):
         return ProviderError("network", "cannot reach the provider")
-    if isinstance(exc, httpx.HTTPError | OSError):
+    if isinstance(exc, httpx.HTTPError | aiohttp.ClientError | OSError):
         # Raised by the SDK's HTTP library itself while a stream's body is read.
         return ProviderError("network", "the provider's stream broke off")
     if isinstance(exc, UnicodeError):
@@ -80,12 +88,19 @@ def _retry_after(exc: Exception, attempt: int) -> float:
 
 
 class OpenAIProvider:
-    """A connection's base URL and key, as a `Provider`."""
+    """A connection's base URL and key, as a `Provider`, with one pool of connections."""
 
     def __init__(self, base_url: str, api_key: str) -> None:
         self.client = openai.AsyncOpenAI(
-            base_url=base_url or None, api_key=api_key or "none", max_retries=0, timeout=TIMEOUT
+            base_url=base_url or None,
+            api_key=api_key or "none",
+            max_retries=0,
+            timeout=TIMEOUT,
+            http_client=openai.DefaultAioHttpClient(timeout=TIMEOUT),
         )
+
+    async def aclose(self) -> None:
+        await self.client.close()
 
     def _args(self, request: ChatRequest) -> dict[str, Any]:
         # Messages and tools are already plain JSON: handing them over as `extra_body` skips the
@@ -121,25 +136,24 @@ class OpenAIProvider:
         raise AssertionError("unreachable")
 
     async def stream(self, request: ChatRequest) -> AsyncIterator[StreamItem]:
-        args = {**self._args(request), "stream": True, "stream_options": {"include_usage": True}}
+        args = {
+            **self._args(request),
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            # An event stream gains nothing from compression; uncompressed, it is split into
+            # lines as it arrives with no decoder in between.
+            "extra_headers": {"Accept-Encoding": "identity"},
+        }
         manager, response = await self._retrying(self._open_stream, args)
-        finish = "stop"
+        decoder = StreamDecoder()
         try:
-            async for line in response.iter_lines():
-                if not line.startswith("data:"):
-                    continue  # blank separators, comments, event names
-                data = line[5:].strip()
-                if data == "[DONE]":
+            async for chunk in response.http_response.aiter_bytes():
+                for item in decoder.feed(chunk):
+                    yield item
+                if decoder.done:
                     break
-                chunk = json.loads(data)
-                if chunk.get("error"):
-                    raise ProviderError("bad_response", "the provider reported an error mid-stream")
-                if chunk.get("usage"):
-                    yield _usage(chunk["usage"])
-                for choice in chunk.get("choices") or ():
-                    for item in _delta_items(choice.get("delta") or {}):
-                        yield item
-                    finish = choice.get("finish_reason") or finish
+            for item in decoder.flush():
+                yield item
         except MAPPED as exc:
             raise _classify(exc) from None
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
@@ -148,7 +162,7 @@ class OpenAIProvider:
             ) from None
         finally:
             await manager.__aexit__(None, None, None)
-        yield Done(finish)
+        yield Done(decoder.finish)
 
     async def complete(self, request: ChatRequest) -> Completion:
         response = await self._call(**self._args(request))
@@ -164,6 +178,52 @@ class OpenAIProvider:
             return sorted(m.id for m in page.data)
         except MAPPED as exc:
             raise _classify(exc) from None
+
+
+class StreamDecoder:
+    """A Chat Completions event stream's bytes, fed as they arrive, as stream items.
+
+    Each `data:` line is one JSON chunk (the format's providers never split one over several
+    lines). Bytes are split on line ends directly: httpx's text and line iterators cost more
+    per delta than the rest of the kernel's delta path. `done` once `data: [DONE]` is read;
+    `finish` is the last finish reason seen.
+    """
+
+    def __init__(self) -> None:
+        self.rest = b""
+        self.done = False
+        self.finish = "stop"
+
+    def feed(self, chunk: bytes) -> Iterator[StreamItem]:
+        """The items completed by `chunk`, each as soon as it is decoded (a malformed line
+        raises after the items before it)."""
+        buffer = self.rest + chunk
+        if b"\r" in buffer:  # CRLF or CR line ends (a CR last here may add one blank line)
+            buffer = buffer.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        *lines, self.rest = buffer.split(b"\n")
+        return self._decode(lines)
+
+    def flush(self) -> Iterator[StreamItem]:
+        """The items of a last line that ended with the body instead of a line end."""
+        last, self.rest = self.rest, b""
+        return self._decode([last])
+
+    def _decode(self, lines: list[bytes]) -> Iterator[StreamItem]:
+        for line in lines:
+            if self.done or not line.startswith(b"data:"):
+                continue  # blank separators, comments, event names, anything after [DONE]
+            data = line[5:].strip()
+            if data == b"[DONE]":
+                self.done = True
+                continue
+            chunk = json.loads(data)
+            if chunk.get("error"):
+                raise ProviderError("bad_response", "the provider reported an error mid-stream")
+            if chunk.get("usage"):
+                yield _usage(chunk["usage"])
+            for choice in chunk.get("choices") or ():
+                yield from _delta_items(choice.get("delta") or {})
+                self.finish = choice.get("finish_reason") or self.finish
 
 
 def _delta_items(delta: dict[str, Any]) -> list[StreamItem]:
