@@ -19,12 +19,14 @@ data directory under the system temp dir (the same filesystem as /tmp), removed 
    (A/B, B/A, ...) after a short warm-up, so drift in fsync latency hits both alike; the table
    shows medians over rounds. Commits are fsync-bound, so counts are kept small.
 2. Group commit. 16 asyncio tasks, each appending N events one at a time to its own session,
-   against the sequential store figure of (1). Because fsync latency on a shared machine drifts
-   by several x within a minute, each round also re-measures sequential store appends right
-   next to the group run (order alternating), and that ratio is shown too. One extra round
-   runs with an SQL trace callback on the store connection (installed from the store thread;
-   nothing in `app` is wrapped) to count COMMITs and the writes each one carried; its
-   throughput is shown but not used.
+   against the raw limit: plain sqlite3 writing the rows the store writes for the same events
+   (event, projection row, usage-ledger rows of user messages) in the store's own schema, 16 per
+   transaction; and against the sequential store figure of (1). Because fsync latency on a
+   shared machine drifts by several x within a minute, each round also re-measures sequential
+   store appends right next to the group run (order alternating), and that ratio is shown too.
+   One extra round runs with an SQL trace callback on the store connection (installed from the
+   store thread; nothing in `app` is wrapped) to count COMMITs and the writes each one carried;
+   its throughput is shown but not used.
 3. A 100k-event session, built in one transaction (`Store.db.call` running
    `app.store.events.append` in a loop), then the store is closed. Fresh worker processes then
    reopen it and measure (a) open + the first page `history(session, 0, 200)`, (b) the full
@@ -63,13 +65,14 @@ from app.events import MESSAGE_END, EventDraft
 from app.store import Store, sessions
 from app.store import events as log
 from app.store.db import PRAGMAS, connect
-from app.store.projections import dumps
+from app.store.projections import day_of, dumps
+from app.store.schema import migrate
 from bench.harness import ROOT, say
 from bench.report import Row, finish, python, rows_of, table, verdicts
 
 TARGET_SEQ_RATIO = 0.8  # store / raw sqlite, at least
-# 16 concurrent appenders / raw sqlite3 writing the same rows (event + projection row) in
-# 16-row transactions: the most group commit could reach (issue 13).
+# 16 concurrent appenders / raw sqlite3 writing the same rows in the same schema in 16-row
+# transactions: the most group commit could reach (issue 13).
 TARGET_RAW_LIMIT_RATIO = 0.7
 TARGET_OPEN_MS = 200.0  # open + first page of a 100k session, at most
 TARGET_MEM_MB = 50.0  # memory growth while paging through 100k messages, at most
@@ -132,30 +135,39 @@ RAW_TABLE = (
 RAW_INSERT = "INSERT INTO t(session_id, kind, occurred_at_ns, payload_json) VALUES (?, ?, ?, ?)"
 
 
-RAW_PROJECTION = (
-    "CREATE TABLE p(event_seq INTEGER PRIMARY KEY REFERENCES t(id) ON DELETE CASCADE,"
-    " session_id TEXT NOT NULL, role TEXT NOT NULL, active INTEGER NOT NULL DEFAULT 1)"
+# The store's statements for a `message_end` (app/store/events.py, app/store/projections.py).
+RAW_EVENT = (
+    "INSERT INTO events(session_id, run_id, kind, occurred_at_ns, payload_json)"
+    " VALUES (?, NULL, ?, ?, ?)"
 )
+RAW_MESSAGE = (
+    "INSERT INTO message_projection(event_seq, session_id, role, active) VALUES (?, ?, ?, 1)"
+)
+RAW_MESSAGES_DAY = (
+    "INSERT INTO usage_message_daily_ledger(day, message_count) VALUES (?, 1)"
+    " ON CONFLICT(day) DO UPDATE SET message_count = message_count + 1"
+)
+RAW_SESSION_DAY = "INSERT OR IGNORE INTO usage_session_days(day, session_id) VALUES (?, ?)"
 
 
 def raw_batches(data_dir: Path, writers: int, per_writer: int) -> float:
-    """The raw limit of group commit: the same rows the store writes for a `message_end` (the
-    event and its projection row), committed `writers` at a time; rows/s."""
+    """The raw limit of group commit: the rows the store writes for each `message_end` (the
+    event, its projection row and, for a user message, the two usage-ledger rows), in the
+    store's own schema (same tables, indexes and AUTOINCREMENT), committed `writers` at a
+    time by plain sqlite3 statements; rows/s."""
     conn = connect(data_dir / "raw16.db", check_same_thread=False)
-    conn.execute(RAW_TABLE)
-    conn.execute(RAW_PROJECTION)
-    conn.execute("CREATE INDEX p_session ON p(session_id, active, event_seq)")
+    migrate(conn)
     began = time.perf_counter()
-    for i in range(per_writer):
+    for i in range(1, per_writer + 1):
         conn.execute("BEGIN")
         for w in range(writers):
-            cur = conn.execute(
-                RAW_INSERT, (f"w{w}", MESSAGE_END, time.time_ns(), dumps(payload(i)))
-            )
-            conn.execute(
-                "INSERT INTO p(event_seq, session_id, role) VALUES (?, ?, 'assistant')",
-                (cur.lastrowid, f"w{w}"),
-            )
+            body = payload(i)
+            now = time.time_ns()
+            cur = conn.execute(RAW_EVENT, (f"w{w}", MESSAGE_END, now, dumps(body)))
+            conn.execute(RAW_MESSAGE, (cur.lastrowid, f"w{w}", body["role"]))
+            if body["role"] == "user":
+                conn.execute(RAW_MESSAGES_DAY, (day_of(now),))
+                conn.execute(RAW_SESSION_DAY, (day_of(now), f"w{w}"))
         conn.execute("COMMIT")
     elapsed = time.perf_counter() - began
     conn.close()
