@@ -1,5 +1,20 @@
-"""`python -m app` runs the same CLI as the `foya` console script."""
+"""`python -m app` and the `foya` console script: the CLI, started without garbage collection.
 
-from app.cli import main
+What start-up imports and builds (modules, CLI, routes, schemas) lives as long as the process
+and holds no garbage: collecting meanwhile only re-scans it, ~10% of `foya serve`'s time to
+listen. Commands other than `serve` turn the collector back on as they begin (`app.cli`);
+`foya serve` once it listens, with start-up's objects frozen out of later collections.
+"""
 
-main()
+import gc
+
+
+def main() -> None:
+    gc.disable()
+    from app.cli import main as cli
+
+    cli()
+
+
+if __name__ == "__main__":
+    main()

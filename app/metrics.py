@@ -17,6 +17,7 @@ from prometheus_client import (
     CollectorRegistry,
     Counter,
     Gauge,
+    GCCollector,
     Histogram,
     Info,
     PlatformCollector,
@@ -65,6 +66,7 @@ class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         ProcessCollector(registry=self.registry)
+        GCCollector(registry=self.registry)
         PlatformCollector(registry=self.registry)
         Info("foya_build", "Build information.", registry=self.registry).info(
             {"version": __version__, "python": platform.python_version()}

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import ipaddress
 import logging
 import os
@@ -218,6 +219,8 @@ async def _serve(settings: Settings, plan: ServePlan, listener: Listener) -> Non
     )
 
     def on_started() -> None:
+        gc.freeze()  # start-up's objects are permanent: later collections skip them
+        gc.enable()  # off since the process began (app.__main__)
         log.info(f"foya kernel listening on {listener.address}", transport=plan.transport)
         sd_notify("READY=1")
 
