@@ -13,7 +13,9 @@ import datetime as dt
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, NotRequired
+from typing import Any, Literal, NotRequired, Required
+
+from pydantic import ConfigDict, with_config
 
 # typing_extensions' TypedDict: pydantic (which builds the HTTP schemas from these) needs it
 # before Python 3.12.
@@ -60,6 +62,88 @@ class Usage(TokenCounts):
     model: str
 
 
+class Checkpoint(TypedDict):
+    """`compaction_completed`: a summary that stands for the active history through
+    `through_seq` (seed 001 "Checkpoint"); valid while the digest of that history matches."""
+
+    version: int
+    id: str
+    through_seq: int
+    source_digest: str
+    summary: str
+    phase: str
+    estimated_tokens_before: int
+    estimated_tokens_after: int
+    created_at: str
+    projection_kind: str  # Foya's fields: "text"
+    level: str  # "segmented" (a first summary) or "session" (a previous one folded in)
+    segment_count: int
+
+
+class ToolCall(TypedDict):
+    id: str
+    name: str
+    input: Any
+
+
+class FileChange(TypedDict):
+    """A tool's change to one file: before and after, as blob hashes (reference §1)."""
+
+    path: str
+    before_exists: bool
+    before_mode: int | None
+    after_mode: int | None
+    before_blob: str | None
+    after_blob: str | None
+
+
+class InputContext(TypedDict, total=False):
+    """What a user's input carries besides its text: in its message and its queue item."""
+
+    skill_ref: str
+    attachments: list[dict[str, Any]]  # committed AttachmentRefs (app.artifacts)
+    browser_elements: list[dict[str, Any]]  # trimmed strings (older versions kept more)
+
+
+def input_context(source: InputContext) -> InputContext:
+    """The context fields `source` has, without empty ones."""
+    out: InputContext = {}
+    if source.get("skill_ref"):
+        out["skill_ref"] = source["skill_ref"]
+    if source.get("attachments"):
+        out["attachments"] = source["attachments"]
+    if source.get("browser_elements"):
+        out["browser_elements"] = source["browser_elements"]
+    return out
+
+
+@with_config(ConfigDict(extra="allow"))  # an imported message may carry more: kept as stored
+class Message(InputContext, total=False):
+    """A `message_end` payload: a message of the conversation (reference §1 "Message fields").
+    `event_seq` is added when it is read back."""
+
+    # user, assistant, system or tool; read back as any string, so that a message stored by
+    # another version or imported from elsewhere is still served, never a validation error.
+    role: Required[str]
+    content: Any
+    model_content: Any
+    command: str
+    workspace_files: list[Any]
+    event_seq: int
+    created_at: str
+    reasoning: str
+    tool_calls: list[ToolCall]
+    tool_call_id: str
+    name: str
+    is_error: bool
+    diff: str
+    file_change: FileChange
+    turn_started_at: str
+    turn_completed_at: str
+    turn_status: str
+    turn_reason: str | None
+
+
 class TurnStarted(TypedDict):
     run_id: str
     started_at: str
@@ -103,8 +187,20 @@ class ToolUpdate(TypedDict):
     status: Literal["pending"]
 
 
+class QueueItem(InputContext):
+    """A queued input (reference §1 "Queue item fields"), in `queue_updated` and the queue
+    routes."""
+
+    id: str
+    session_id: str
+    text: str
+    position: int
+    created_at: str
+    updated_at: str
+
+
 class QueueUpdated(TypedDict):
-    items: list[dict[str, Any]]
+    items: list[QueueItem]
 
 
 class ApprovalRequest(TypedDict):

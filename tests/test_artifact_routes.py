@@ -508,8 +508,8 @@ def test_an_unknown_attachment_starts_no_turn(agent: Agent, s: Session) -> None:
     [
         ([{"id": "../etc"}], 400, "invalid_artifact_id"),
         ([{}], 400, "invalid_queue_message"),
-        (["x"], 400, "bad_request"),  # refused by the request schema
-        ([{"id": 7}], 400, "invalid_queue_message"),
+        (["x"], 400, "bad_request"),  # a decode failure, as Foya's
+        ([{"id": 7}], 400, "bad_request"),  # id must be a JSON string: a decode failure too
     ],
 )
 def test_malformed_attachments_start_no_turn(

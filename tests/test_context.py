@@ -307,7 +307,14 @@ def test_checkpoint_has_the_current_format() -> None:
     assert made["summary"] == "S" and made["phase"] == "standalone"
     assert made["estimated_tokens_before"] == 900 and made["estimated_tokens_after"] == 100
     assert made["created_at"].endswith("Z")
-    assert checkpoint("S", 42, "d", "pre_turn", 1, 1)["id"] != made["id"]
+    assert (made["projection_kind"], made["level"], made["segment_count"]) == (
+        "text",
+        "segmented",
+        1,
+    )
+    folded = checkpoint("S", 42, "d", "pre_turn", 1, 1, folds_previous=True, segments=3)
+    assert folded["id"] != made["id"]
+    assert (folded["level"], folded["segment_count"]) == ("session", 3)
 
 
 # ------------------------------------------------------------------ route and context window

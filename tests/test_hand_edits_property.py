@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 from inprocess import InProcess, inprocess_kernel
 
 from app.kernel import Kernel
+from app.kernel.inputs import TurnInput
 
 T = TypeVar("T")
 
@@ -130,7 +131,7 @@ async def _turn(rig: Rig, sid: str, model: str, name: str, content: bytes, n: in
     args = {"path": name, "content": content.decode()}
     rig.fake.push(model, tools(call(f"w{n}", "write", args)), answer("Done."))
     async with rig.kernel.session_events(sid, None) as stream:
-        started = await rig.kernel.turns.submit(sid, {"message": f"turn {n}"})
+        started = await rig.kernel.turns.submit(sid, TurnInput(message=f"turn {n}"))
         assert started["status"] == "started", started
         while True:
             event = await stream.next()

@@ -68,6 +68,15 @@ USAGE_KEYS = {
 
 PARENT, CHILD = "seedparent000000000000aa", "seedchild0000000000000aa"
 DOOMED, DOOMED_CHILD = "seeddoomed00000000000000", "seeddoomedchild000000000"
+ODD = "seedodd00000000000000000"
+#: Stored by another version or imported from elsewhere: a role and fields this one never writes.
+ODD_MESSAGE = {
+    "role": "developer",
+    "content": [{"type": "text", "text": "be brief"}],
+    "browser_elements": [{"tag": "a", "selector": "#b", "legacy_rect": [1, 2, 3, 4]}],
+    "vendor": {"trace": [1, 2]},
+    "turn_reason": None,
+}
 CONNECTIONS = [
     {
         "id": "lang1",
@@ -114,6 +123,8 @@ def prepare_seeded(data_dir: Path) -> None:
         for message in CONVERSATION:
             await store.append(EventDraft(PARENT, "message_end", message))
         await store.append(EventDraft(CHILD, "message_end", {"role": "user", "content": "sub"}))
+        await store.create_session(session_row(ODD, **bound))
+        await store.append(EventDraft(ODD, "message_end", ODD_MESSAGE))
 
     seed_store(data_dir, fill)
     (data_dir / "connections.json").write_text(json.dumps(CONNECTIONS))
@@ -509,6 +520,12 @@ def test_history_lists_active_messages(sclient: httpx.Client) -> None:
     seqs = [m["event_seq"] for m in messages]
     assert seqs == sorted(seqs)
     assert len(set(seqs)) == len(seqs)
+
+
+def test_history_serves_stored_messages_as_stored(sclient: httpx.Client) -> None:
+    (message,) = history(sclient, ODD)
+    assert isinstance(message.pop("event_seq"), int)
+    assert message == ODD_MESSAGE
 
 
 def test_fork_copies_the_history(sclient: httpx.Client, seeded: Served) -> None:

@@ -19,6 +19,7 @@ from app import events as k
 from app.events import Event
 from app.kernel import Kernel
 from app.kernel.emit import topic
+from app.kernel.inputs import TurnInput
 
 
 class Counted:
@@ -50,7 +51,7 @@ async def _turn(kernel: Kernel, session: str, message: str) -> list[Event]:
     """Submit a turn and collect its stored facts up to the phase change after `turn_complete`."""
     seen: list[Event] = []
     with kernel.broker.subscribe(topic(session)) as sub:
-        await kernel.turns.submit(session, {"message": message})
+        await kernel.turns.submit(session, TurnInput(message=message))
         while not (len(seen) > 1 and seen[-2].kind == k.TURN_COMPLETE):
             event = await asyncio.wait_for(sub.get(), BOUND)
             if event is None:

@@ -59,65 +59,6 @@ class ForkSession(Strict):
     through_seq: NonNegative | None = None
 
 
-class Session(BaseModel):
-    id: str
-    parent_id: str | None = None
-    agent_ref: str | None = None
-    agent_name: str | None = None
-    agent_digest: str | None = None
-    phase: str
-    connection_id: str
-    model: str
-    reasoning_effort: str | None = None
-    project_id: str | None = None
-    approval_mode: str
-    title: str | None = None
-    title_is_manual: bool | None = None
-    pinned: bool = False
-    pinned_at: str | None = None
-    created_at: str
-    updated_at: str
-
-
-class Message(BaseModel):
-    """A stored message; fields beyond these pass through unchanged."""
-
-    model_config = ConfigDict(extra="allow")
-
-    role: str
-    content: Any = ""
-    event_seq: int | None = None
-
-
-class DailyActivity(BaseModel):
-    date: str
-    message_count: int
-    token_count: int
-
-
-class ModelUsage(BaseModel):
-    model: str
-    token_count: int
-    request_count: int
-    share: float
-
-
-class UsageReport(BaseModel):
-    range_days: int
-    total_tokens: int
-    input_tokens: int
-    output_tokens: int
-    cached_tokens: int
-    session_count: int
-    message_count: int
-    active_days: int
-    current_streak: int
-    most_used_model: str | None = None
-    most_used_model_share: float
-    activity: list[DailyActivity]
-    model_usage: list[ModelUsage]
-
-
 class CreateProject(Strict):
     path: str
     name: str | None = None
@@ -126,44 +67,6 @@ class CreateProject(Strict):
 class UpdateProject(Strict):
     name: str | None = None
     pinned: bool | None = None
-
-
-class Project(BaseModel):
-    id: str
-    name: str
-    path: str
-    pinned: bool = False
-    pinned_at: str | None = None
-    created_at: str
-    updated_at: str
-
-
-class Turn(BaseModel):
-    """A user turn. Unknown fields are accepted here, as the reference does."""
-
-    model_config = ConfigDict(extra="allow")
-
-    message: str = ""
-    skill_ref: str | None = None
-    attachments: list[dict[str, Any]] | None = None
-    browser_elements: list[dict[str, Any]] | None = None
-
-
-class QueueItem(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-    id: str
-    session_id: str
-    text: str
-    position: int
-    created_at: str
-    updated_at: str
-
-
-class TurnAccepted(BaseModel):
-    run_id: str
-    status: str
-    queued: QueueItem | None = None
 
 
 class UpdateQueueItem(Strict):
@@ -210,24 +113,6 @@ class ConnectionIn(Strict):
     model_settings: dict[str, ModelSettings] | None = None
 
 
-class Connection(BaseModel):
-    id: str
-    name: str
-    type: str
-    kind: str
-    auth_kind: str
-    base_url: str
-    has_api_key: bool
-    models: list[str] = []
-    sort_order: int = 0
-    model_settings: dict[str, dict[str, Any]] = {}
-
-
-class Models(BaseModel):
-    models: list[str]
-    context_windows: dict[str, int] | None = None
-
-
 class ModelChoice(Strict):
     connection_id: str = ""
     model: str = ""
@@ -238,14 +123,3 @@ class DefaultModels(Strict):
     fast: ModelChoice = ModelChoice()
     image: ModelChoice = ModelChoice()
     video: ModelChoice = ModelChoice()
-
-
-class Compacted(BaseModel):
-    checkpoint_id: str
-    phase: str
-    projection_kind: str
-    level: str
-    segment_count: int
-    through_seq: int
-    estimated_tokens_before: int
-    estimated_tokens_after: int

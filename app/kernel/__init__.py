@@ -10,16 +10,15 @@ import contextlib
 import datetime as dt
 import time
 from collections.abc import AsyncIterator
-from typing import Any
 
 from app.broker import Broker
 from app.errors import BadRequest, FoyaError, Unavailable
-from app.events import MESSAGE_SNAPSHOT, Event
+from app.events import MESSAGE_SNAPSHOT, Event, QueueItem
 from app.files import ProtectedPaths
 from app.kernel import usage
 from app.kernel.activity import SessionBusy
 from app.kernel.approvals import Approvals
-from app.kernel.connections import Connections
+from app.kernel.connections import Connections, Models
 from app.kernel.emit import Facts, topic
 from app.kernel.ids import now_ns
 from app.kernel.inputs import SessionArtifacts
@@ -32,7 +31,7 @@ from app.kernel.recovery import recover
 from app.kernel.review import Reviews
 from app.kernel.rewind import Rewinds
 from app.kernel.runner import Turns
-from app.kernel.sessions import Sessions
+from app.kernel.sessions import Session, Sessions
 from app.kernel.streams import SessionStream
 from app.kernel.workspace import Workspaces
 from app.metrics import Metrics
@@ -161,7 +160,7 @@ class Kernel:
                 stream.prepend([Event(0, MESSAGE_SNAPSHOT, session, None, now_ns(), partial)])
             yield stream
 
-    async def usage_report(self, raw_days: str) -> dict[str, Any]:
+    async def usage_report(self, raw_days: str) -> usage.UsageReport:
         """`GET /usage`: totals over `days`, a year of daily activity, per-model shares."""
         days = usage.range_days(raw_days)
         today = dt.datetime.now(dt.UTC).date()
@@ -182,7 +181,7 @@ class Kernel:
 
     async def fork_session(
         self, session: str, title: str | None, through_seq: int | None
-    ) -> dict[str, Any]:
+    ) -> Session:
         """A copy of an idle session (no turn, nothing queued) as a new top-level session."""
         await self.sessions.row(session)
         if self.turns.is_busy(session):
@@ -203,7 +202,7 @@ class Kernel:
         for session in await self.store.sessions_using(connection_id):
             await self.sessions.save(session, {"connection_id": None})
 
-    async def list_models(self, connection_id: str, refresh: bool) -> dict[str, Any]:
+    async def list_models(self, connection_id: str, refresh: bool) -> Models:
         """The connection's models; `refresh` asks the provider and stores the answer."""
         connection = self.connections.get(connection_id)
         models = list(connection.get("models") or [])
@@ -213,7 +212,7 @@ class Kernel:
             except ProviderError as exc:
                 raise BadGateway(exc.message, code="models_failed") from None
             await self.connections.update(connection_id, {"models": models})
-        out: dict[str, Any] = {"models": models}
+        out: Models = {"models": models}
         settings = connection.get("model_settings") or {}
         windows = {m: s["context_window"] for m, s in settings.items() if s.get("context_window")}
         if windows:
@@ -230,6 +229,6 @@ class Kernel:
             raise BadRequest("request_id: does not match the request in the URL")
         self.approvals.decide(session, request_id, decision)
 
-    async def queue_items(self, session: str) -> list[dict[str, Any]]:
+    async def queue_items(self, session: str) -> list[QueueItem]:
         await self.sessions.row(session)
         return self.queues.items(session)

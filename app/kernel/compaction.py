@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import astuple, dataclass
 from typing import Any
+
+from typing_extensions import TypedDict
 
 from app.errors import Conflict, FoyaError
 from app.events import (
@@ -23,7 +26,9 @@ from app.events import (
     COMPACTION_FAILED,
     COMPACTION_STARTED,
     USAGE_UPDATED,
+    Checkpoint,
     EventDraft,
+    Message,
 )
 from app.events import CompactionFailed as Failed
 from app.events import CompactionStarted as Started
@@ -55,11 +60,11 @@ class Plan:
     """What a compaction would cover."""
 
     through_seq: int
-    covered: list[dict[str, Any]]
-    tail: list[dict[str, Any]]
+    covered: list[Message]
+    tail: list[Message]
 
 
-def estimate_tokens(messages: list[dict[str, Any]]) -> int:
+def estimate_tokens(messages: Sequence[Mapping[str, Any]]) -> int:
     """A provider-independent estimate: ~4 characters per token of the JSON form, plus a fixed
     cost per image (providers bill images by tiles, not by their bytes)."""
     text = "".join(json.dumps(m, ensure_ascii=False) for m in messages)
@@ -77,7 +82,7 @@ def over_budget(estimate: int, window: int | None, last_output: int | None) -> b
     return estimate > size - output_reserve(size, last_output)
 
 
-def plan(history: list[dict[str, Any]], after_seq: int, *, standalone: bool = False) -> Plan | None:
+def plan(history: list[Message], after_seq: int, *, standalone: bool = False) -> Plan | None:
     """Cover the messages after `after_seq` up to the last user message (kept as the tail).
 
     A standalone compaction (an idle session, nothing in progress) covers everything when the
@@ -102,7 +107,7 @@ def plan(history: list[dict[str, Any]], after_seq: int, *, standalone: bool = Fa
     return Plan(int(pending[cut - 1]["event_seq"]), pending[:cut], pending[cut:])
 
 
-def summary_request(previous: str | None, covered: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def summary_request(previous: str | None, covered: list[Message]) -> list[dict[str, Any]]:
     """Messages for the non-streaming summary call."""
     lines = []
     if previous:
@@ -124,10 +129,33 @@ def summary_request(previous: str | None, covered: list[dict[str, Any]]) -> list
     ]
 
 
+class Compacted(TypedDict):
+    """`POST /sessions/{id}/compact`'s answer: the new checkpoint, without its summary."""
+
+    checkpoint_id: str
+    phase: str
+    projection_kind: str
+    level: str
+    segment_count: int
+    through_seq: int
+    estimated_tokens_before: int
+    estimated_tokens_after: int
+
+
 def checkpoint(
-    summary: str, through_seq: int, source_digest: str, phase: str, before: int, after: int
-) -> dict[str, Any]:
-    """A checkpoint in the current format (validated again whenever it is loaded)."""
+    summary: str,
+    through_seq: int,
+    source_digest: str,
+    phase: str,
+    before: int,
+    after: int,
+    *,
+    folds_previous: bool = False,
+    segments: int = 1,
+) -> Checkpoint:
+    """A checkpoint in the current format (validated again whenever it is loaded); `before`
+    and `after` are token estimates. Foya's shape: a first summary is one segment; a later one
+    folds the previous summary in, which Foya calls a session-level checkpoint."""
     return {
         "version": CHECKPOINT_VERSION,
         "id": new_id(),
@@ -138,6 +166,23 @@ def checkpoint(
         "estimated_tokens_before": before,
         "estimated_tokens_after": after,
         "created_at": iso_now(),
+        "projection_kind": "text",
+        "level": "session" if folds_previous else "segmented",
+        "segment_count": segments,
+    }
+
+
+def compacted(made: Checkpoint) -> Compacted:
+    """What the compact route answers about checkpoint `made`."""
+    return {
+        "checkpoint_id": made["id"],
+        "phase": made["phase"],
+        "projection_kind": made["projection_kind"],
+        "level": made["level"],
+        "segment_count": made["segment_count"],
+        "through_seq": made["through_seq"],
+        "estimated_tokens_before": made["estimated_tokens_before"],
+        "estimated_tokens_after": made["estimated_tokens_after"],
     }
 
 
@@ -155,7 +200,7 @@ class CompactionFailed(FoyaError):
     code = "compaction_failed"
 
 
-def route_key(row: dict[str, Any], connection: dict[str, Any]) -> str:
+def route_key(row: Mapping[str, Any], connection: Mapping[str, Any]) -> str:
     """Accepted boundaries are kept per (connection, kind, base URL, model)."""
     return "|".join(
         (
@@ -181,7 +226,7 @@ class Compactor:
         self.store = store
         self.providers = providers
 
-    async def compact(self, session: str, phase: str, run_id: str | None = None) -> dict[str, Any]:
+    async def compact(self, session: str, phase: str, run_id: str | None = None) -> Checkpoint:
         """Compact the session's active history now; returns the new checkpoint."""
         row = await self.sessions.row(session)
         try:
@@ -214,11 +259,16 @@ class Compactor:
         before = estimate_tokens(history)
         after = estimate_tokens([summary_message(text), *chosen.tail])
         digest = await self.store.source_digest(session, chosen.through_seq)
-        made = checkpoint(text, chosen.through_seq, digest, phase, before, after)
-        # Foya's shape: a first summary is one segment; a later one folds the previous summary
-        # in, which Foya calls a session-level checkpoint.
-        made.update(projection_kind="text", level="session" if prior else "segmented")
-        made["segment_count"] = segments
+        made = checkpoint(
+            text,
+            chosen.through_seq,
+            digest,
+            phase,
+            before,
+            after,
+            folds_previous=prior is not None,
+            segments=segments,
+        )
         await self.sessions.facts.emit(EventDraft(session, COMPACTION_COMPLETED, made, run_id))
         if used.total_tokens:
             spent = usage.payload(row["model"], used)
@@ -230,7 +280,7 @@ class Compactor:
         provider: Provider,
         row: dict[str, Any],
         prior: str | None,
-        covered: list[dict[str, Any]],
+        covered: list[Message],
         depth: int = 0,
     ) -> tuple[str, int, Usage]:
         """(summary, segments, usage). If the summary request itself is too long for the model,

@@ -25,8 +25,10 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired
 from urllib.parse import urlsplit
+
+from typing_extensions import TypedDict
 
 from app.errors import BadRequest, NotFound
 from app.files import write_json_atomic
@@ -45,11 +47,42 @@ class ConnectionNotFound(NotFound):
     """No such connection."""
 
 
-def public(connection: dict[str, Any]) -> dict[str, Any]:
+class Connection(TypedDict):
+    """A connection as clients see it: `has_api_key`, never the key."""
+
+    id: str
+    name: str
+    type: str
+    kind: str
+    auth_kind: str
+    base_url: str
+    has_api_key: bool
+    models: list[str]
+    sort_order: int
+    model_settings: dict[str, dict[str, Any]]
+
+
+class Models(TypedDict):
+    """`GET /connections/{id}/models`."""
+
+    models: list[str]
+    context_windows: NotRequired[dict[str, int]]
+
+
+def public(connection: dict[str, Any]) -> Connection:
     """The connection as clients see it: never the key."""
-    out = {k: v for k, v in connection.items() if k != "api_key"}
-    out["has_api_key"] = bool(connection.get("api_key"))
-    return out
+    return {
+        "id": connection["id"],
+        "name": connection["name"],
+        "type": connection["type"],
+        "kind": connection["kind"],
+        "auth_kind": connection["auth_kind"],
+        "base_url": connection["base_url"],
+        "has_api_key": bool(connection.get("api_key")),
+        "models": connection["models"],
+        "sort_order": connection["sort_order"],
+        "model_settings": connection["model_settings"],
+    }
 
 
 def _printable_ascii(value: str) -> bool:
@@ -184,7 +217,7 @@ class Connections:
         """Every connection in list order."""
         return sorted(self._items.values(), key=lambda c: c["sort_order"])
 
-    def listing(self) -> list[dict[str, Any]]:
+    def listing(self) -> list[Connection]:
         """`GET /connections`: every connection as clients see it (no key)."""
         return [public(c) for c in self.all()]
 
@@ -228,7 +261,7 @@ class Connections:
             self._defaults = chosen
         return self.defaults()
 
-    async def create(self, fields: dict[str, Any]) -> dict[str, Any]:
+    async def create(self, fields: dict[str, Any]) -> Connection:
         """A new connection, as clients see it; `sort_order` (if given) is its position, else
         it goes last."""
         fields = scrub({k: v for k, v in fields.items() if v is not None})
@@ -250,7 +283,7 @@ class Connections:
             self._commit(_renumbered(ordered))
         return public(self._items[connection["id"]])
 
-    async def update(self, connection_id: str, fields: dict[str, Any]) -> dict[str, Any]:
+    async def update(self, connection_id: str, fields: dict[str, Any]) -> Connection:
         """Change the given fields (see the module docstring for what "given" means); the
         connection as clients see it."""
         fields = scrub(

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from app.errors import FoyaError
+from app.events import Checkpoint, Message
 
 SYSTEM_PROMPT = (
     "You are Foya, a careful software agent working for one person. Your working directory is "
@@ -34,7 +35,7 @@ def system_message(cwd: Path) -> dict[str, Any]:
     return {"role": "system", "content": SYSTEM_PROMPT.format(cwd=cwd)}
 
 
-def to_openai(message: dict[str, Any]) -> dict[str, Any] | None:
+def to_openai(message: Message) -> dict[str, Any] | None:
     """One stored Message as a Chat Completions message (None for roles the model never sees)."""
     role = message.get("role")
     content = message.get("model_content") or message.get("content") or ""
@@ -67,7 +68,7 @@ def to_openai(message: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def build(
-    cwd: Path, history: list[dict[str, Any]], checkpoint: dict[str, Any] | None = None
+    cwd: Path, history: list[Message], checkpoint: Checkpoint | None = None
 ) -> list[dict[str, Any]]:
     """System prompt, the checkpoint's summary (if any) in place of the messages it covers, then
     the active messages after it, with unanswered tool calls closed.

@@ -9,17 +9,20 @@ the artifact is part of the conversation and `DELETE` refuses it (`artifact_comm
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, Literal, NotRequired
 from urllib.parse import urlsplit
+
+from pydantic import BaseModel
+from typing_extensions import TypedDict
 
 from app.artifacts import MAX_BYTES, Artifacts
 from app.errors import BadRequest
+from app.events import InputContext, QueueItem
 from app.kernel.connections import Connections
 from app.kernel.sessions import Sessions
 from app.text import has_lone_surrogate
 
 MAX_ELEMENTS, MAX_ELEMENT_BYTES, MAX_ELEMENTS_BYTES, MAX_FILES = 8, 40 * 1024, 96 * 1024, 16
-ELEMENT_FIELDS = ("page_url", "page_title", "tag", "selector", "text", "html")
 
 
 class InvalidInput(BadRequest):
@@ -28,54 +31,93 @@ class InvalidInput(BadRequest):
     code = "invalid_queue_message"
 
 
-def _text(value: Any, field: str) -> str:
-    if not isinstance(value, str):
-        raise InvalidInput(f"{field}: must be a string")
+class AttachmentId(BaseModel):
+    """An artifact a turn names; the stored message carries the artifact's full ref."""
+
+    id: str = ""
+
+
+class BrowserElement(BaseModel):
+    """A page element the user pointed at."""
+
+    page_url: str | None = None
+    page_title: str | None = None
+    tag: str | None = None
+    selector: str | None = None
+    text: str | None = None
+    html: str | None = None
+
+
+class TurnInput(BaseModel):
+    """`POST …/turns` and `POST …/queue` (reference §1), as the HTTP layer decodes it: a field
+    of the wrong JSON type is a decode failure (400 `bad_request`), unknown fields are dropped,
+    as Foya's decoder does. `accept` then applies the input rules (400 `invalid_queue_message`)."""
+
+    message: str = ""
+    skill_ref: str | None = None
+    attachments: list[AttachmentId] | None = None
+    browser_elements: list[BrowserElement] | None = None
+
+
+class Accepted(InputContext):
+    """A turn's input once accepted: its text, and the context its message and queue item
+    carry."""
+
+    message: str
+
+
+class TurnAccepted(TypedDict):
+    """`POST …/turns`' answer: the turn started, or its input was queued behind another."""
+
+    run_id: str
+    status: Literal["started", "queued"]
+    queued: NotRequired[QueueItem]
+
+
+def _text(value: str, field: str) -> str:
     if has_lone_surrogate(value):
         raise InvalidInput(f"{field}: not valid Unicode text (lone surrogate)")
     return value
 
 
-def _element(raw: Any) -> dict[str, Any]:
+def _element(element: BrowserElement) -> dict[str, str]:
     """One browser element, trimmed as Foya stores it; its page must be an http(s) URL."""
-    if not isinstance(raw, dict):
-        raise InvalidInput("browser_elements: each must be an object")
-    element = dict(raw)
-    for key in ELEMENT_FIELDS:
-        if element.get(key) is not None:
-            element[key] = _text(element[key], f"browser_elements.{key}").strip()
-    url = urlsplit(str(element.get("page_url") or ""))
+    fields = {
+        key: _text(value, f"browser_elements.{key}").strip()
+        for key, value in element.model_dump(exclude_none=True).items()
+    }
+    url = urlsplit(fields.get("page_url", ""))
     if url.scheme not in ("http", "https") or not url.netloc:
         raise InvalidInput("browser_elements.page_url: must be an http or https URL")
-    if not element.get("tag") or not element.get("selector"):
+    if not fields.get("tag") or not fields.get("selector"):
         raise InvalidInput("browser_elements: tag and selector are required")
-    element["tag"] = element["tag"].lower()
-    return element
+    fields["tag"] = fields["tag"].lower()
+    return fields
 
 
-def validate_turn(body: dict[str, Any]) -> dict[str, Any]:
-    """`body` checked against the input limits of `POST …/turns` and the queue (reference §1)
+def validate_turn(turn: TurnInput) -> Accepted:
+    """`turn` checked against the input limits of `POST …/turns` and the queue (reference §1)
     and normalised: text may be empty only when attachments or browser elements carry the
     input; browser elements are trimmed and must point at an http(s) page."""
-    message = _text(body.get("message", ""), "message")
-    raw_elements = body.get("browser_elements") or []
-    if not isinstance(raw_elements, list) or len(raw_elements) > MAX_ELEMENTS:
+    message = _text(turn.message, "message")
+    if len(turn.browser_elements or ()) > MAX_ELEMENTS:
         raise InvalidInput(f"browser_elements: at most {MAX_ELEMENTS}")
-    elements = [_element(e) for e in raw_elements]
-    sizes = [sum(len(str(e.get(k) or "").encode()) for k in ELEMENT_FIELDS) for e in elements]
+    elements = [_element(e) for e in turn.browser_elements or ()]
+    sizes = [sum(len(value.encode()) for value in e.values()) for e in elements]
     if any(s > MAX_ELEMENT_BYTES for s in sizes):
         raise InvalidInput(f"browser_elements: at most {MAX_ELEMENT_BYTES // 1024} KiB each")
     if sum(sizes) > MAX_ELEMENTS_BYTES:
         raise InvalidInput("browser_elements: at most 96 KiB in total")
-    attachments = body.get("attachments") or []
-    if not isinstance(attachments, list) or len(attachments) > MAX_FILES:
+    if len(turn.attachments or ()) > MAX_FILES:
         raise InvalidInput(f"attachments: at most {MAX_FILES}")
-    if not message.strip() and not attachments and not elements:
+    if not message.strip() and not turn.attachments and not elements:
         raise InvalidInput("message: must not be empty without attachments or browser elements")
-    out = {**body, "message": message.strip()}
+    accepted: Accepted = {"message": message.strip()}
+    if turn.skill_ref:
+        accepted["skill_ref"] = turn.skill_ref
     if elements:
-        out["browser_elements"] = elements
-    return out
+        accepted["browser_elements"] = elements
+    return accepted
 
 
 def image_input(connections: Connections, row: dict[str, Any]) -> bool:
@@ -89,22 +131,21 @@ def image_input(connections: Connections, row: dict[str, Any]) -> bool:
 
 
 async def accept(
-    artifacts: Artifacts, connections: Connections, row: dict[str, Any], body: dict[str, Any]
-) -> dict[str, Any]:
-    """Validated `body`, its attachments replaced by committed AttachmentRefs."""
-    body = validate_turn(body)
-    given = body.get("attachments")
-    if not given:
-        return body
-    ids = [a.get("id") if isinstance(a, dict) else None for a in given]
-    if not all(isinstance(i, str) and i for i in ids):
+    artifacts: Artifacts, connections: Connections, row: dict[str, Any], turn: TurnInput
+) -> Accepted:
+    """`turn` checked by the input rules, its attachments committed as AttachmentRefs."""
+    accepted = validate_turn(turn)
+    if not turn.attachments:
+        return accepted
+    ids = [attachment.id for attachment in turn.attachments]
+    if not all(ids):
         raise InvalidInput("attachments: each must be {id}")
     if not image_input(connections, row):
         raise BadRequest(
             f"model {row.get('model')} does not accept images", code="image_input_unsupported"
         )
-    refs = await asyncio.to_thread(artifacts.commit, str(row["id"]), [str(i) for i in ids])
-    return {**body, "attachments": refs}
+    accepted["attachments"] = await asyncio.to_thread(artifacts.commit, str(row["id"]), ids)
+    return accepted
 
 
 class SessionArtifacts:

@@ -9,7 +9,9 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired
+
+from typing_extensions import TypedDict
 
 from app.errors import BadRequest, NotFound
 from app.events import iso_time
@@ -53,19 +55,41 @@ def checked_path(path: str) -> Path:
     return given
 
 
+class Project(TypedDict):
+    """A project as stored and served (reference §1 "Projects")."""
+
+    id: str
+    name: str
+    path: str
+    pinned: bool
+    pinned_at: NotRequired[str]
+    created_at: str
+    updated_at: str
+
+
 _TEXT_FIELDS = ("id", "name", "path", "created_at", "updated_at")
 
 
-def _servable(raw: Any) -> dict[str, Any] | None:
+def _servable(raw: Any) -> Project | None:
     """A record of the (hand-editable) file as the kernel serves it, or None, logged, when it
-    lacks what a project is: text no encoder accepts becomes U+FFFD, so one bad record never
-    breaks a listing or a later write."""
+    lacks what a project is: text no encoder accepts becomes U+FFFD, a `pinned` that is not
+    `true` is false, so one bad record never breaks a listing or a later write."""
     record: dict[str, Any] | None = scrub(raw) if isinstance(raw, dict) else None
     if record is None or not all(isinstance(record.get(f), str) for f in _TEXT_FIELDS):
         shown = str(scrub(raw.get("id"))) if isinstance(raw, dict) else "?"
         get_logger("foya.projects").warning("projects.json: skipped a malformed record", id=shown)
         return None
-    return record
+    project: Project = {
+        "id": record["id"],
+        "name": record["name"],
+        "path": record["path"],
+        "pinned": record.get("pinned") is True,
+        "created_at": record["created_at"],
+        "updated_at": record["updated_at"],
+    }
+    if project["pinned"] and isinstance(record.get("pinned_at"), str):
+        project["pinned_at"] = record["pinned_at"]
+    return project
 
 
 class Projects:
@@ -74,7 +98,7 @@ class Projects:
     def __init__(self, data_dir: Path) -> None:
         self.path = data_dir / "projects.json"
         self._lock = asyncio.Lock()
-        self._items: dict[str, dict[str, Any]] = {}
+        self._items: dict[str, Project] = {}
 
     def load(self) -> None:
         """Read the index (a missing file is an empty index)."""
@@ -88,14 +112,11 @@ class Projects:
     def _save(self) -> None:
         write_json_atomic(self.path, list(self._items.values()))
 
-    def all(self) -> list[dict[str, Any]]:
+    def all(self) -> list[Project]:
         """Pinned first, then by creation time."""
-        return sorted(
-            self._items.values(),
-            key=lambda p: (not p.get("pinned", False), p.get("created_at", "")),
-        )
+        return sorted(self._items.values(), key=lambda p: (not p["pinned"], p["created_at"]))
 
-    def get(self, project_id: str) -> dict[str, Any]:
+    def get(self, project_id: str) -> Project:
         try:
             return self._items[project_id]
         except KeyError:
@@ -104,11 +125,11 @@ class Projects:
     def exists(self, project_id: str) -> bool:
         return project_id in self._items
 
-    async def create(self, path: str, name: str | None) -> dict[str, Any]:
+    async def create(self, path: str, name: str | None) -> Project:
         """Add a project for an existing directory (duplicate paths are allowed)."""
         given = checked_path(path)
         stamp = iso_time(now_ns())
-        project: dict[str, Any] = {
+        project: Project = {
             "id": new_id(),
             "name": (name or "").strip() or DEFAULT_NAME,
             "path": str(given),
@@ -121,20 +142,18 @@ class Projects:
             self._save()
         return project
 
-    async def update(
-        self, project_id: str, name: str | None, pinned: bool | None
-    ) -> dict[str, Any]:
+    async def update(self, project_id: str, name: str | None, pinned: bool | None) -> Project:
         async with self._lock:
-            project = dict(self.get(project_id))
+            project = self.get(project_id).copy()
             if name is not None:
                 if not name.strip():
                     raise BadRequest("name: must not be empty")
                 project["name"] = name.strip()
-            if pinned is not None:
-                project["pinned"] = pinned
-                project["pinned_at"] = iso_time(now_ns()) if pinned else None
-                if not pinned:
-                    project.pop("pinned_at")
+            if pinned:
+                project["pinned"], project["pinned_at"] = True, iso_time(now_ns())
+            elif pinned is not None:
+                project["pinned"] = False
+                project.pop("pinned_at", None)
             project["updated_at"] = iso_time(now_ns())
             self._items[project_id] = project
             self._save()

@@ -6,10 +6,11 @@ Every change is reported by the caller as a stored, must-delivered `queue_update
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from app.errors import BadRequest, NotFound
+from app.events import QueueItem, input_context
 from app.kernel.ids import iso_now, new_id
+from app.kernel.inputs import Accepted
 
 
 class QueueItemNotFound(NotFound):
@@ -18,7 +19,7 @@ class QueueItemNotFound(NotFound):
 
 @dataclass
 class SessionQueue:
-    items: list[dict[str, Any]] = field(default_factory=list)
+    items: list[QueueItem] = field(default_factory=list)
     paused: bool = False
 
 
@@ -36,27 +37,27 @@ class Queues:
     def of(self, session: str) -> SessionQueue:
         return self._queues.setdefault(session, SessionQueue())
 
-    def items(self, session: str) -> list[dict[str, Any]]:
-        return [dict(i) for i in self.of(session).items]
+    def items(self, session: str) -> list[QueueItem]:
+        return [item.copy() for item in self.of(session).items]
 
-    def add(self, session: str, turn: dict[str, Any]) -> dict[str, Any]:
-        """Append a turn body; returns the new item."""
+    def add(self, session: str, turn: Accepted) -> QueueItem:
+        """Append an accepted input; returns the new item."""
         stamp = iso_now()
-        item = {
+        item: QueueItem = {
             "id": new_id(),
             "session_id": session,
             "text": turn["message"],
-            **{k: turn[k] for k in ("skill_ref", "attachments", "browser_elements") if turn.get(k)},
             "position": 0,
             "created_at": stamp,
             "updated_at": stamp,
+            **input_context(turn),
         }
         queue = self.of(session)
         queue.items.append(item)
         _renumber(queue)
-        return dict(item)
+        return item.copy()
 
-    def _find(self, session: str, item_id: str) -> dict[str, Any]:
+    def _find(self, session: str, item_id: str) -> QueueItem:
         for item in self.of(session).items:
             if item["id"] == item_id:
                 return item
@@ -64,7 +65,7 @@ class Queues:
 
     def update(
         self, session: str, item_id: str, text: str | None, position: int | None
-    ) -> dict[str, Any]:
+    ) -> QueueItem:
         queue = self.of(session)
         item = self._find(session, item_id)
         if text is not None:
@@ -78,7 +79,7 @@ class Queues:
             queue.items.insert(min(position, len(queue.items)), item)
         item["updated_at"] = iso_now()
         _renumber(queue)
-        return dict(item)
+        return item.copy()
 
     def remove(self, session: str, item_id: str) -> None:
         queue = self.of(session)
@@ -88,7 +89,7 @@ class Queues:
     def to_head(self, session: str, item_id: str) -> None:
         self.update(session, item_id, None, 0)
 
-    def pop(self, session: str) -> dict[str, Any] | None:
+    def pop(self, session: str) -> QueueItem | None:
         queue = self.of(session)
         if not queue.items:
             return None
@@ -96,7 +97,7 @@ class Queues:
         _renumber(queue)
         return item
 
-    def restore(self, session: str, item: dict[str, Any]) -> None:
+    def restore(self, session: str, item: QueueItem) -> None:
         """Put a popped item back at the head (its turn could not start)."""
         queue = self.of(session)
         queue.items.insert(0, item)
@@ -104,3 +105,8 @@ class Queues:
 
     def drop(self, session: str) -> None:
         self._queues.pop(session, None)
+
+
+def as_input(item: QueueItem) -> Accepted:
+    """The accepted input a queued item holds (its text possibly edited since)."""
+    return {"message": item["text"], **input_context(item)}

@@ -17,23 +17,30 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 from app import events as k
 from app.errors import Conflict
-from app.events import EventDraft, QueueUpdated, TurnCancelRequested
+from app.events import (
+    Checkpoint,
+    EventDraft,
+    Message,
+    QueueItem,
+    QueueUpdated,
+    TurnCancelRequested,
+)
 from app.kernel import inputs
 from app.kernel.activity import Activities, Activity
 from app.kernel.approvals import Approvals
-from app.kernel.compaction import Compactor
+from app.kernel.compaction import Compacted, Compactor, compacted
 from app.kernel.ids import iso_now
+from app.kernel.inputs import Accepted, TurnAccepted, TurnInput
 from app.kernel.providers import Providers
-from app.kernel.queue import Queues
+from app.kernel.queue import Queues, as_input
 from app.kernel.sessions import Sessions
 from app.kernel.steps import Run, Steps
 from app.kernel.titles import Titles
 from app.kernel.tooling import ToolRunner
-from app.kernel.turn import TurnCycle, extras
+from app.kernel.turn import TurnCycle
 from app.logs import get_logger
 from app.metrics import Metrics
 from app.store import Store
@@ -78,7 +85,7 @@ class Turns:
         self.cycle = TurnCycle(sessions, self.steps, self.titles)
         self.activities = Activities()
         self.runs: dict[str, Run] = {}  # the runner of each session in `turn`
-        self.compacting: dict[str, asyncio.Task[dict[str, Any]]] = {}
+        self.compacting: dict[str, asyncio.Task[Checkpoint]] = {}
         self.log = get_logger("foya.turns")
 
     # -- state ---------------------------------------------------------------------------------
@@ -102,32 +109,32 @@ class Turns:
             self.activities.end(session, Activity.EXCLUSIVE)
             self._resume(session)
 
-    def partial(self, session: str) -> dict[str, Any] | None:
+    def partial(self, session: str) -> Message | None:
         """The message being generated right now, if any."""
         run = self.runs.get(session)
         return run.partial() if run is not None and (run.text or run.reasoning) else None
 
     # -- commands ------------------------------------------------------------------------------
 
-    async def _accept(self, session: str, body: dict[str, Any]) -> dict[str, Any]:
-        """Validated input with its attachments committed."""
+    async def _accept(self, session: str, turn: TurnInput) -> Accepted:
+        """Input checked by the input rules, with its attachments committed."""
         row = await self.sessions.row(session)
-        return await inputs.accept(self.sessions.artifacts, self.sessions.connections, row, body)
+        return await inputs.accept(self.sessions.artifacts, self.sessions.connections, row, turn)
 
-    async def submit(self, session: str, body: dict[str, Any]) -> dict[str, Any]:
+    async def submit(self, session: str, turn: TurnInput) -> TurnAccepted:
         """Start a turn, or queue the input if the session is busy. A turn is answered
         `started` only once its opening facts are committed: one that cannot start (a full
         disk, say) is refused and leaves nothing behind."""
-        body = await self._accept(session, body)
+        accepted = await self._accept(session, turn)
         queue = self.queues.of(session)
         if self.running(session) or (queue.items and queue.paused):
-            item = await self._add_to_queue(session, body)
+            item = await self._add_to_queue(session, accepted)
             queue.paused = False  # new input after a stop resumes the queue behind it
             self._resume(session)
             return {"run_id": session, "status": "queued", "queued": item}
         run = self._claim(session)  # input arriving during the opening commit is queued
         try:
-            await self.cycle.open(run, body)
+            await self.cycle.open(run, accepted)
         except BaseException:
             self._release(run)
             self._resume(session)
@@ -136,14 +143,14 @@ class Turns:
         run.task = asyncio.create_task(self._drain(run, opened=True), name=f"runner:{session}")
         return {"run_id": session, "status": "started"}
 
-    async def enqueue(self, session: str, body: dict[str, Any]) -> dict[str, Any]:
+    async def enqueue(self, session: str, turn: TurnInput) -> QueueItem:
         """Add to the queue without starting anything."""
-        return await self._add_to_queue(session, await self._accept(session, body))
+        return await self._add_to_queue(session, await self._accept(session, turn))
 
-    async def _add_to_queue(self, session: str, body: dict[str, Any]) -> dict[str, Any]:
-        """Queue `body`; if the `queue_updated` fact cannot be stored the item is taken out
+    async def _add_to_queue(self, session: str, accepted: Accepted) -> QueueItem:
+        """Queue the input; if the `queue_updated` fact cannot be stored the item is taken out
         again, so an input is never kept after an error answer."""
-        item = self.queues.add(session, body)
+        item = self.queues.add(session, accepted)
         try:
             await self._queue_changed(session)
         except BaseException:
@@ -153,7 +160,7 @@ class Turns:
 
     async def update_item(
         self, session: str, item_id: str, text: str | None, position: int | None
-    ) -> dict[str, Any]:
+    ) -> QueueItem:
         await self.sessions.row(session)
         item = self.queues.update(session, item_id, text, position)
         await self._queue_changed(session)
@@ -164,7 +171,7 @@ class Turns:
         self.queues.remove(session, item_id)
         await self._queue_changed(session)
 
-    async def dispatch(self, session: str, item_id: str) -> dict[str, Any]:
+    async def dispatch(self, session: str, item_id: str) -> QueueItem:
         """Run a queued item now: start it if idle, else put it first and end the running turn
         (or compaction) with reason `queue_dispatch`. Answers the dispatched item."""
         await self.sessions.row(session)
@@ -172,7 +179,7 @@ class Turns:
         await self._queue_changed(session)
         queue = self.queues.of(session)
         queue.paused = False
-        item = dict(queue.items[0])
+        item = queue.items[0].copy()
         if self.running(session):
             await self.cancel(session, "queue_dispatch")
         else:
@@ -241,7 +248,7 @@ class Turns:
         busy = set(self.runs) | set(self.compacting)
         await asyncio.gather(*(self.stop(s, "context_cancelled") for s in busy))
 
-    async def compact(self, session: str) -> dict[str, Any]:
+    async def compact(self, session: str) -> Compacted:
         """`POST /sessions/{id}/compact`: idle sessions only; input meanwhile is queued."""
         await self.sessions.row(session)
         self.activities.begin(session, Activity.COMPACTION)
@@ -254,18 +261,9 @@ class Turns:
             if not task.cancelled():
                 raise  # the request itself went away; the compaction goes on
             raise CompactionCancelled("the compaction was cancelled") from None
-        return {
-            "checkpoint_id": made["id"],
-            "phase": made["phase"],
-            "projection_kind": made["projection_kind"],
-            "level": made["level"],
-            "segment_count": made["segment_count"],
-            "through_seq": made["through_seq"],
-            "estimated_tokens_before": made["estimated_tokens_before"],
-            "estimated_tokens_after": made["estimated_tokens_after"],
-        }
+        return compacted(made)
 
-    async def _compact(self, session: str) -> dict[str, Any]:
+    async def _compact(self, session: str) -> Checkpoint:
         try:
             await self.sessions.save(session, {"phase": "compaction"})
             try:
@@ -311,7 +309,7 @@ class Turns:
                     return
                 try:
                     await self._queue_changed(run.session)
-                    await self.cycle.open(run, {"message": item["text"], **extras(item)})
+                    await self.cycle.open(run, as_input(item))
                 except Exception:
                     # The turn never started (nothing of it is stored): keep the input queued
                     # and paused, so it is neither lost nor retried in a loop.

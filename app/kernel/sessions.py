@@ -10,12 +10,14 @@ import asyncio
 import dataclasses
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, Final, NotRequired
+
+from typing_extensions import TypedDict
 
 from app import events as k
 from app.artifacts import Artifacts, forked_id
 from app.errors import BadRequest, Conflict
-from app.events import Event, EventDraft, Usage, iso_time
+from app.events import Event, EventDraft, Message, Usage, iso_time
 from app.kernel.connections import Connections
 from app.kernel.emit import Facts
 from app.kernel.ids import iso_now, new_id, now_ns
@@ -25,7 +27,7 @@ from app.store import Store
 from app.store.events import SessionNotFound
 from app.store.filechanges import FileSpan
 
-__all__ = ["SessionNotFound", "Sessions", "wire"]
+__all__ = ["Session", "SessionNotFound", "Sessions", "wire"]
 
 EFFORTS = ("", "low", "medium", "high")
 APPROVAL_MODES = ("manual", "auto", "full_access")
@@ -33,9 +35,41 @@ FORK_SUFFIX = " copy"
 DEFAULT_TITLE = "New chat"
 
 
-def wire(row: dict[str, Any]) -> dict[str, Any]:
+class Session(TypedDict):
+    """A session as clients see it (reference §1 "Session object"); absent optionals omitted."""
+
+    id: str
+    phase: str
+    connection_id: str
+    model: str
+    approval_mode: str
+    created_at: str
+    updated_at: str
+    pinned: bool
+    pinned_at: NotRequired[str]
+    parent_id: NotRequired[str]
+    project_id: NotRequired[str]
+    title: NotRequired[str]
+    title_is_manual: NotRequired[bool]
+    agent_ref: NotRequired[str]
+    agent_name: NotRequired[str]
+    agent_digest: NotRequired[str]
+    reasoning_effort: NotRequired[str]
+
+
+_OPTIONAL_TEXT: Final = (
+    "parent_id",
+    "project_id",
+    "title",
+    "agent_ref",
+    "agent_name",
+    "agent_digest",
+)
+
+
+def wire(row: dict[str, Any]) -> Session:
     """A session row as the reference's Session object (absent optionals omitted)."""
-    out: dict[str, Any] = {
+    out: Session = {
         "id": row["id"],
         "phase": row["phase"],
         "connection_id": row["connection_id"] or "",
@@ -43,15 +77,15 @@ def wire(row: dict[str, Any]) -> dict[str, Any]:
         "approval_mode": row["approval_mode"],
         "created_at": iso_time(row["created_at_ns"]),
         "updated_at": iso_time(row["updated_at_ns"]),
+        "pinned": row.get("pinned_at_ns") is not None,
     }
-    for key in ("parent_id", "project_id", "title", "agent_ref", "agent_name", "agent_digest"):
+    for key in _OPTIONAL_TEXT:
         if row.get(key):
             out[key] = row[key]
     if row.get("reasoning_effort") is not None:
         out["reasoning_effort"] = row["reasoning_effort"]
     if row.get("title"):
         out["title_is_manual"] = bool(row["title_is_manual"])
-    out["pinned"] = row.get("pinned_at_ns") is not None
     if out["pinned"]:
         out["pinned_at"] = iso_time(row["pinned_at_ns"])
     return out
@@ -83,17 +117,17 @@ class Sessions:
             raise SessionNotFound(f"session {session} not found")
         return found
 
-    async def get(self, session: str) -> dict[str, Any]:
+    async def get(self, session: str) -> Session:
         return wire(await self.row(session))
 
-    async def all(self) -> list[dict[str, Any]]:
+    async def all(self) -> list[Session]:
         return [wire(r) for r in await self.store.list_sessions()]
 
-    async def children(self, session: str) -> list[dict[str, Any]]:
+    async def children(self, session: str) -> list[Session]:
         await self.row(session)
         return [wire(r) for r in await self.store.list_sessions(parent_id=session)]
 
-    async def history(self, session: str) -> list[dict[str, Any]]:
+    async def history(self, session: str) -> list[Message]:
         await self.row(session)
         return await self.store.history(session)
 
@@ -171,7 +205,7 @@ class Sessions:
             out["model"] = fields["model"]
         return out
 
-    async def create(self, fields: dict[str, Any]) -> dict[str, Any]:
+    async def create(self, fields: dict[str, Any]) -> Session:
         """A new top-level session; defaults per reference (manual approvals, default model)."""
         columns = self._settings(fields, None)
         if "connection_id" not in columns:
@@ -198,7 +232,7 @@ class Sessions:
         await self.store.create_session(row)
         return await self.get(row["id"])
 
-    async def update(self, session: str, fields: dict[str, Any]) -> dict[str, Any]:
+    async def update(self, session: str, fields: dict[str, Any]) -> Session:
         """Apply a PATCH; stores and must-delivers `session_updated`."""
         current = await self.row(session)
         columns = self._settings(fields, current)
@@ -215,7 +249,7 @@ class Sessions:
         columns: dict[str, Any],
         then: list[EventDraft] | None = None,
         before: list[EventDraft] | None = None,
-    ) -> dict[str, Any]:
+    ) -> Session:
         """Write row columns (stamping `updated_at_ns`) and emit `session_updated` with the new
         Session, between the drafts in `before` and `then`, all in one transaction."""
         stamped = {**columns, "updated_at_ns": now_ns()}
@@ -229,7 +263,8 @@ class Sessions:
                 before or [],
             ),
         )
-        return dict(events[len(before or [])].payload)
+        updated: Session = events[len(before or [])].payload
+        return updated
 
     async def remove(self, session: str) -> None:
         """Delete the session's facts, data and managed workspace (its work must be stopped
@@ -247,9 +282,7 @@ class Sessions:
         await asyncio.to_thread(shutil.rmtree, self.workspaces / session, ignore_errors=True)
         await asyncio.to_thread(self.artifacts.remove_session, session)
 
-    async def fork(
-        self, session: str, title: str | None, through_seq: int | None
-    ) -> dict[str, Any]:
+    async def fork(self, session: str, title: str | None, through_seq: int | None) -> Session:
         """A new top-level session with copies of the active messages (up to `through_seq`),
         titled `title`, or `<source title> copy`; its attachments are copies under new ids."""
         source = await self.row(session)

@@ -21,7 +21,14 @@ from typing import Any
 
 from app import events as k
 from app.errors import FoyaError
-from app.events import ContextRequestAccepted, EventDraft, ToolBegin, ToolUpdate
+from app.events import (
+    Checkpoint,
+    ContextRequestAccepted,
+    EventDraft,
+    Message,
+    ToolBegin,
+    ToolUpdate,
+)
 from app.kernel import compaction, context, usage
 from app.kernel.compaction import Compactor
 from app.kernel.ids import iso_now
@@ -70,8 +77,8 @@ class Run:
         self.steps, self.overflow_retried, self.completed = 0, False, False
         self.turn = None
 
-    def partial(self) -> dict[str, Any]:
-        message: dict[str, Any] = {"role": "assistant", "content": "".join(self.text)}
+    def partial(self) -> Message:
+        message: Message = {"role": "assistant", "content": "".join(self.text)}
         if self.reasoning:
             message["reasoning"] = "".join(self.reasoning)
         message["turn_started_at"] = self.started_at
@@ -172,8 +179,8 @@ class Steps:
     def _estimate(
         accepted: dict[str, Any] | None,
         messages: list[dict[str, Any]],
-        history: list[dict[str, Any]],
-        checkpoint: dict[str, Any] | None,
+        history: list[Message],
+        checkpoint: Checkpoint | None,
     ) -> int:
         """Tokens of `messages`: the `accepted` request's real count for what it covered (if the
         context below it has not changed since), plus an estimate of the rest."""
@@ -258,21 +265,19 @@ class Steps:
         return streamed
 
     @staticmethod
-    def _reply(run: Run, tool_calls: list[dict[str, Any]]) -> dict[str, Any]:
+    def _reply(run: Run, tool_calls: list[dict[str, Any]]) -> Message:
         """The step's assistant message: its calls, or (the last step) the turn's timings."""
         message = run.partial()
         del message["turn_started_at"]
         message["created_at"] = iso_now()
         if tool_calls:
             message["tool_calls"] = [
-                {key: c[key] for key in ("id", "name", "input")} for c in tool_calls
+                {"id": c["id"], "name": c["name"], "input": c["input"]} for c in tool_calls
             ]
         else:
-            message.update(
-                turn_started_at=run.started_at,
-                turn_completed_at=iso_now(),
-                turn_status="completed",
-            )
+            message["turn_started_at"] = run.started_at
+            message["turn_completed_at"] = iso_now()
+            message["turn_status"] = "completed"
         return message
 
     @staticmethod

@@ -20,6 +20,7 @@ from typing import Any
 
 from app import events as k
 from app.errors import FoyaError
+from app.events import Message
 from app.kernel.approvals import Approvals, Ask
 from app.kernel.filestate import roll_back
 from app.kernel.ids import iso_now, new_id
@@ -100,18 +101,17 @@ class ToolRunner:
     ) -> None:
         """`tool_end`, then the tool's `message_end`, which forgets the change's journal."""
         end: dict[str, Any] = {"id": call["id"], "name": call["name"], "output": result.output}
-        message: dict[str, Any] = {
+        message: Message = {
             "role": "tool",
             "tool_call_id": call["id"],
             "name": call["name"],
             "content": result.output,
             "created_at": iso_now(),
         }
-        for out in (end, message):
-            if result.is_error:
-                out["is_error"] = True
-            if result.diff:
-                out["diff"] = result.diff
+        if result.is_error:
+            end["is_error"] = message["is_error"] = True
+        if result.diff:
+            end["diff"] = message["diff"] = result.diff
         if result.file_change:
             message["file_change"] = result.file_change
         await emit(k.TOOL_END, end)

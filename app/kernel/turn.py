@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from typing import Any, Literal
+from typing import Literal
 
 from app import events as k
 from app.errors import FoyaError, InsufficientStorage
-from app.events import EventDraft, TurnComplete, TurnStarted
+from app.events import EventDraft, Message, TurnComplete, TurnStarted, input_context
 from app.kernel.ids import iso_now, new_id
+from app.kernel.inputs import Accepted
 from app.kernel.sessions import Sessions
 from app.kernel.steps import Run, Steps
 from app.kernel.titles import Titles
@@ -26,13 +27,6 @@ from app.providers.base import ProviderError
 
 FULL_DISK_RETRY_MAX = 30.0
 Status = Literal["completed", "cancelled", "failed"]
-#: What a user message carries besides its text.
-EXTRAS = ("skill_ref", "attachments", "browser_elements")
-
-
-def extras(body: dict[str, Any]) -> dict[str, Any]:
-    """The context a turn body or queue item carries besides its text."""
-    return {key: body[key] for key in EXTRAS if body.get(key)}
 
 
 class TurnCycle:
@@ -44,11 +38,17 @@ class TurnCycle:
         self.titles = titles
         self.log = get_logger("foya.turns")
 
-    async def open(self, run: Run, body: dict[str, Any]) -> None:
+    async def open(self, run: Run, turn: Accepted) -> None:
         """Commit a turn's opening facts (user message, `turn_started`, phase) in one go."""
         run.begin(new_id(), iso_now())
-        user = {"role": "user", "content": body["message"], "created_at": iso_now()}
-        user.update(extras(body))
+        user: Message = {"role": "user", "content": turn["message"], "created_at": iso_now()}
+        context = input_context(turn)
+        if "skill_ref" in context:
+            user["skill_ref"] = context["skill_ref"]
+        if "attachments" in context:
+            user["attachments"] = context["attachments"]
+        if "browser_elements" in context:
+            user["browser_elements"] = context["browser_elements"]
         started: TurnStarted = {"run_id": run.run_id, "started_at": run.started_at}
         await self.sessions.save(
             run.session,
@@ -111,7 +111,9 @@ class TurnCycle:
         closing: list[EventDraft] = []
         if status != "completed" and (run.text or run.reasoning):
             message = run.partial()
-            message.update(turn_completed_at=completed, turn_status=status, turn_reason=reason)
+            message["turn_completed_at"] = completed
+            message["turn_status"] = status
+            message["turn_reason"] = reason
             closing.append(EventDraft(run.session, k.MESSAGE_END, message, run.run_id))
         done: TurnComplete = {
             "run_id": run.run_id,

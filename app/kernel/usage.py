@@ -6,7 +6,9 @@ Ledgers outlive deleted sessions, so the report still counts them. Days are UTC 
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from typing import Any, NotRequired
+
+from typing_extensions import TypedDict
 
 from app.errors import BadRequest
 from app.events import Usage
@@ -39,13 +41,44 @@ def payload(model: str, used: Spent | None) -> Usage:
     }
 
 
+class DailyActivity(TypedDict):
+    date: str
+    message_count: int
+    token_count: int
+
+
+class ModelUsage(TypedDict):
+    model: str
+    token_count: int
+    request_count: int
+    share: float
+
+
+class UsageReport(TypedDict):
+    """`GET /usage`."""
+
+    range_days: int
+    total_tokens: int
+    input_tokens: int
+    output_tokens: int
+    cached_tokens: int
+    session_count: int
+    message_count: int
+    active_days: int
+    current_streak: int
+    most_used_model: NotRequired[str]
+    most_used_model_share: float
+    activity: list[DailyActivity]
+    model_usage: list[ModelUsage]
+
+
 def report(
     days: int,
     today: dt.date,
     tokens: list[dict[str, Any]],
     messages: dict[str, int],
     session_days: dict[str, set[str]],
-) -> dict[str, Any]:
+) -> UsageReport:
     """Build the report for `days` (see `range_days`). `tokens` holds per (day, model) rows
     covering the activity window."""
     start = (today - dt.timedelta(days=days - 1)).isoformat()
@@ -60,21 +93,22 @@ def report(
         entry["token_count"] += int(r["total_tokens"])
         entry["request_count"] += int(r["request_count"])
     grand = totals["total_tokens"]
-    model_usage: list[dict[str, Any]] = sorted(
+    model_usage: list[ModelUsage] = sorted(
         (
             {
                 "model": model,
-                **counts,
+                "token_count": counts["token_count"],
+                "request_count": counts["request_count"],
                 "share": round(counts["token_count"] / grand, 4) if grand else 0.0,
             }
             for model, counts in by_model.items()
         ),
-        key=lambda m: (-int(m["token_count"]), str(m["model"])),
+        key=lambda m: (-m["token_count"], m["model"]),
     )
     tokens_by_day: dict[str, int] = {}
     for r in tokens:
         tokens_by_day[r["day"]] = tokens_by_day.get(r["day"], 0) + int(r["total_tokens"])
-    activity: list[dict[str, Any]] = []
+    activity: list[DailyActivity] = []
     for offset in range(ACTIVITY_DAYS - 1, -1, -1):
         day = (today - dt.timedelta(days=offset)).isoformat()
         activity.append(
@@ -86,9 +120,12 @@ def report(
         )
     active: set[str] = {a["date"] for a in activity if a["message_count"] or a["token_count"]}
     sessions_in_range = set().union(*(ids for d, ids in session_days.items() if d >= start))
-    out: dict[str, Any] = {
+    out: UsageReport = {
         "range_days": days,
-        **totals,
+        "total_tokens": totals["total_tokens"],
+        "input_tokens": totals["input_tokens"],
+        "output_tokens": totals["output_tokens"],
+        "cached_tokens": totals["cached_tokens"],
         "session_count": len(sessions_in_range),
         "message_count": sum(n for d, n in messages.items() if d >= start),
         "active_days": sum(1 for d in active if d >= start),

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from app.events import Event, EventDraft, FileOutcome
+from app.events import Checkpoint, Event, EventDraft, FileOutcome, Message
 from app.store import (
     checkpoints,
     filechanges,
@@ -89,9 +89,7 @@ class Store:
     async def head_seq(self) -> int:
         return await self.db.read(log.head_seq)
 
-    async def history(
-        self, session: str, after_seq: int = 0, limit: int = -1
-    ) -> list[dict[str, Any]]:
+    async def history(self, session: str, after_seq: int = 0, limit: int = -1) -> list[Message]:
         """Active messages of `session`, paged by seq."""
         return await self.db.read(lambda c: log.history(c, session, after_seq, limit))
 
@@ -160,13 +158,13 @@ class Store:
         """The digest a checkpoint covering the active messages up to `through_seq` must carry."""
         return await self.db.read(lambda c: checkpoints.source_digest(c, session, through_seq))
 
-    async def checkpoint(self, session: str) -> dict[str, Any] | None:
+    async def checkpoint(self, session: str) -> Checkpoint | None:
         """The session's valid compaction checkpoint (repaired or dropped if broken).
 
         A read in the common case; a write only when the projection needs repair."""
         found = await self.db.read(lambda c: checkpoints.current(c, session))
-        if found is not checkpoints.REPAIR:
-            return found if found is None else dict(found)
+        if not isinstance(found, checkpoints.Repair):
+            return found
         return await self.db.write(lambda c: checkpoints.load(c, session))
 
     # -- sessions ------------------------------------------------------------------------------
@@ -216,14 +214,14 @@ class Store:
 
     async def request_inputs(
         self, session: str, route: str
-    ) -> tuple[dict[str, Any] | None, list[dict[str, Any]], dict[str, Any] | None]:
+    ) -> tuple[Checkpoint | None, list[Message], dict[str, Any] | None]:
         """What a model request is built from, in one read: the valid checkpoint, the active
         messages after it and the last accepted request of `route`. One trip to the store
         thread instead of three, on the path to a turn's first delta."""
 
         def run(c: Any) -> Any:
             found = checkpoints.current(c, session)
-            if found is checkpoints.REPAIR:
+            if isinstance(found, checkpoints.Repair):
                 return None
             after = int(found["through_seq"]) if found else 0
             return found, log.history(c, session, after, -1), usage.boundary(c, session, route)
@@ -234,7 +232,7 @@ class Store:
             after = int(found["through_seq"]) if found else 0
             return found, await self.history(session, after), await self.boundary(session, route)
         found, history, accepted = read
-        return (None if found is None else dict(found)), history, accepted
+        return found, history, accepted
 
     async def boundary(self, session: str, route: str) -> dict[str, Any] | None:
         """The last accepted request of (session, route): through_seq and its real usage."""
@@ -246,7 +244,7 @@ class Store:
 
     # -- stream snapshots ------------------------------------------------------------------------
 
-    async def put_snapshot(self, session: str, run_id: str, message: dict[str, Any]) -> None:
+    async def put_snapshot(self, session: str, run_id: str, message: Message) -> None:
         """Replace the session's partial-message snapshot."""
         await self.db.write(lambda c: snapshots.put(c, session, run_id, message, time.time_ns()))
 

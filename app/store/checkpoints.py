@@ -13,9 +13,10 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
-from typing import Any
+from typing import Any, cast
 
 from app import events as k
+from app.events import Checkpoint
 
 CHECKPOINT_VERSION = 1
 
@@ -49,10 +50,19 @@ def is_valid(conn: sqlite3.Connection, session: str, checkpoint: Any) -> bool:
     )
 
 
-REPAIR: Any = object()  # `current` cannot answer without repairing the projection
+class Repair:
+    """`current` cannot answer without repairing the projection (a write: `load`)."""
 
 
-def current(conn: sqlite3.Connection, session: str) -> Any:
+REPAIR = Repair()
+
+
+def _holding(conn: sqlite3.Connection, session: str, stored: Any) -> Checkpoint | None:
+    """`stored` (decoded JSON) as a Checkpoint if it is one that still holds (`is_valid`)."""
+    return cast(Checkpoint, dict(stored)) if is_valid(conn, session, stored) else None
+
+
+def current(conn: sqlite3.Connection, session: str) -> Checkpoint | Repair | None:
     """The valid checkpoint, None if there is none and none to rebuild, or `REPAIR`."""
     row = conn.execute(
         "SELECT checkpoint_json FROM compaction_checkpoints WHERE session_id = ?", (session,)
@@ -67,10 +77,10 @@ def current(conn: sqlite3.Connection, session: str) -> Any:
         stored = json.loads(row[0])
     except (ValueError, TypeError):
         return REPAIR
-    return dict(stored) if is_valid(conn, session, stored) else REPAIR
+    return _holding(conn, session, stored) or REPAIR
 
 
-def load(conn: sqlite3.Connection, session: str) -> dict[str, Any] | None:
+def load(conn: sqlite3.Connection, session: str) -> Checkpoint | None:
     """The session's valid checkpoint, repairing or dropping the projection row as needed."""
     row = conn.execute(
         "SELECT checkpoint_json FROM compaction_checkpoints WHERE session_id = ?", (session,)
@@ -80,8 +90,9 @@ def load(conn: sqlite3.Connection, session: str) -> dict[str, Any] | None:
             stored = json.loads(row[0])
         except (ValueError, TypeError):
             stored = None
-        if is_valid(conn, session, stored):
-            return dict(stored)
+        found = _holding(conn, session, stored)
+        if found is not None:
+            return found
     last_rewind = conn.execute(
         "SELECT COALESCE(MAX(seq), 0) FROM events WHERE session_id = ? AND kind = ?",
         (session, k.HISTORY_REWOUND),
@@ -96,12 +107,13 @@ def load(conn: sqlite3.Connection, session: str) -> dict[str, Any] | None:
             checkpoint = json.loads(payload)
         except (ValueError, TypeError):
             continue
-        if is_valid(conn, session, checkpoint):
+        found = _holding(conn, session, checkpoint)
+        if found is not None:
             conn.execute(
                 "INSERT OR REPLACE INTO compaction_checkpoints(session_id, event_seq,"
                 " checkpoint_json) VALUES (?, ?, ?)",
                 (session, seq, payload),
             )
-            return dict(checkpoint)
+            return found
     conn.execute("DELETE FROM compaction_checkpoints WHERE session_id = ?", (session,))
     return None

@@ -6,11 +6,11 @@ import json
 import sqlite3
 import time
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, cast
 
 from app import events as k
 from app.errors import NotFound
-from app.events import Event, EventDraft
+from app.events import Event, EventDraft, Message
 from app.store import blobs
 from app.store.projections import dumps, project
 
@@ -96,16 +96,17 @@ def head_seq(conn: sqlite3.Connection) -> int:
     return int(row[0]) if row else 0
 
 
-def message_of(event_seq: int, payload: Any) -> dict[str, Any]:
+def message_of(event_seq: int, payload: Any) -> Message:
     """A stored Message payload with its `event_seq`."""
-    message = dict(payload) if isinstance(payload, dict) else {}
+    # Decoded from the log, where only `message_end`/`message_imported` payloads are projected.
+    message = cast(Message, dict(payload) if isinstance(payload, dict) else {})
     message["event_seq"] = event_seq
     return message
 
 
 def history(
     conn: sqlite3.Connection, session: str, after_seq: int = 0, limit: int = -1
-) -> list[dict[str, Any]]:
+) -> list[Message]:
     """Active messages of `session` with seq > `after_seq`, in seq order (limit -1: all)."""
     rows = conn.execute(
         "SELECT e.seq, e.payload_json FROM message_projection m"

@@ -113,8 +113,9 @@ def fork(
     )
     out = [forked]
     for message in messages:
-        copy = {key: value for key, value in message.items() if key != "event_seq"}
-        if copy.get("attachments"):
+        copy = message.copy()
+        del copy["event_seq"]
+        if "attachments" in copy:
             copy["attachments"] = [
                 {**a, "id": rename_attachment(str(a.get("id")))} for a in copy["attachments"]
             ]

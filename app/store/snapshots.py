@@ -17,13 +17,11 @@ import time
 from typing import Any
 
 from app import events as k
-from app.events import EventDraft, iso_time
+from app.events import EventDraft, Message, iso_time
 from app.store.events import append
 
 
-def put(
-    conn: sqlite3.Connection, session: str, run_id: str, message: dict[str, Any], now: int
-) -> None:
+def put(conn: sqlite3.Connection, session: str, run_id: str, message: Message, now: int) -> None:
     conn.execute(
         "INSERT OR REPLACE INTO stream_snapshots(session_id, run_id, message_json, updated_at_ns)"
         " VALUES (?, ?, ?, ?)",

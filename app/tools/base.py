@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol, TypeVar
 
+from app.events import FileChange
 from app.files import ProtectedPaths
 from app.textdiff import unified
 
@@ -35,7 +36,7 @@ class ToolResult:
 
     output: str
     is_error: bool = False
-    file_change: dict[str, Any] | None = None
+    file_change: FileChange | None = None
     blobs: dict[str, bytes] = field(default_factory=dict)
     diff: str | None = None
 
@@ -117,7 +118,7 @@ def change(
     before_mode: int | None,
     after: bytes | None,
     after_mode: int | None,
-) -> tuple[dict[str, Any], dict[str, bytes], str]:
+) -> tuple[FileChange, dict[str, bytes], str]:
     """A FileChange (hashes only), the blobs it references, and a unified diff."""
     blobs: dict[str, bytes] = {}
 
@@ -128,7 +129,7 @@ def change(
         blobs[digest] = data
         return digest
 
-    record = {
+    record: FileChange = {
         "path": str(path),
         "before_exists": before is not None,
         "before_mode": before_mode,

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from app.events import FileChange
 from app.failpoints import failpoint
 from app.files import ProtectedPaths, new_file_mode, owner_of, replace_atomic
 from app.tools.base import (
@@ -75,7 +76,7 @@ async def _apply(
     before: tuple[bytes | None, int | None],
     after: tuple[bytes | None, int | None],
     effect: Callable[[], None],
-) -> tuple[dict[str, Any], dict[str, bytes], str]:
+) -> tuple[FileChange, dict[str, bytes], str]:
     """Announce the change (durably), make it, and return its record, blobs and diff."""
     record = change(path, *before, *after)
     await ctx.intend(FileIntent(path, *before, *after))

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
-from app.http.models import Connection, ConnectionIn, DefaultModels, Models
+from app.http.models import ConnectionIn, DefaultModels
 from app.kernel import Kernel
+from app.kernel.connections import Connection, Models
 
 
 def router(kernel: Kernel) -> APIRouter:
@@ -16,15 +17,15 @@ def router(kernel: Kernel) -> APIRouter:
     @api.get("/connections")
     async def list_connections() -> list[Connection]:
         """Every connection, with `has_api_key` instead of the key."""
-        return [Connection(**c) for c in connections.listing()]
+        return connections.listing()
 
     @api.post("/connections", status_code=201)
     async def create_connection(body: ConnectionIn) -> Connection:
-        return Connection(**await connections.create(body.given()))
+        return await connections.create(body.given())
 
     @api.patch("/connections/{connection_id}")
     async def update_connection(connection_id: str, body: ConnectionIn) -> Connection:
-        return Connection(**await connections.update(connection_id, body.given()))
+        return await connections.update(connection_id, body.given())
 
     @api.delete("/connections/{connection_id}", status_code=204)
     async def delete_connection(connection_id: str) -> Response:
@@ -35,7 +36,7 @@ def router(kernel: Kernel) -> APIRouter:
     @api.get("/connections/{connection_id}/models", response_model_exclude_none=True)
     async def models(connection_id: str, refresh: bool = False) -> Models:
         """The connection's models; `refresh=true` asks the provider again."""
-        return Models(**await kernel.list_models(connection_id, refresh))
+        return await kernel.list_models(connection_id, refresh)
 
     @api.get("/settings/default-models")
     async def default_models() -> DefaultModels:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
-from app.http.models import CreateProject, Project, UpdateProject
+from app.http.models import CreateProject, UpdateProject
 from app.kernel import Kernel
+from app.kernel.projects import Project
 
 
 def router(kernel: Kernel) -> APIRouter:
@@ -15,16 +16,16 @@ def router(kernel: Kernel) -> APIRouter:
 
     @api.get("/projects", response_model_exclude_none=True)
     async def list_projects() -> list[Project]:
-        return [Project(**p) for p in projects.all()]
+        return projects.all()
 
     @api.post("/projects", status_code=201, response_model_exclude_none=True)
     async def create_project(body: CreateProject) -> Project:
         """Register a directory (default name "New project"; duplicate paths are allowed)."""
-        return Project(**await projects.create(body.path, body.name))
+        return await projects.create(body.path, body.name)
 
     @api.patch("/projects/{project_id}", response_model_exclude_none=True)
     async def update_project(project_id: str, body: UpdateProject) -> Project:
-        return Project(**await projects.update(project_id, body.name, body.pinned))
+        return await projects.update(project_id, body.name, body.pinned)
 
     @api.delete("/projects/{project_id}", status_code=204)
     async def delete_project(project_id: str) -> Response:

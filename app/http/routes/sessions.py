@@ -8,19 +8,18 @@ from fastapi import APIRouter, Header, Query, Request, Response
 from starlette.types import Receive, Scope, Send
 
 from app.errors import BadRequest
-from app.events import Usage
+from app.events import Message, Usage
 from app.http.models import (
     SQLITE_END,
     CreateSession,
     ForkSession,
-    Message,
     NonNegative,
-    Session,
     UpdateSession,
-    UsageReport,
 )
 from app.http.sse import EventStreamResponse
 from app.kernel import Kernel
+from app.kernel.sessions import Session
+from app.kernel.usage import UsageReport
 
 
 class _Raw(Response):
@@ -56,17 +55,17 @@ def router(kernel: Kernel) -> APIRouter:
     @api.post("/sessions", response_model_exclude_none=True)
     async def create_session(body: CreateSession | None = None) -> Session:
         """Create a top-level session (manual approvals and the default model unless given)."""
-        return Session(**await sessions.create(body.given() if body else {}))
+        return await sessions.create(body.given() if body else {})
 
     @api.get("/sessions", response_model_exclude_none=True)
     async def list_sessions() -> list[Session]:
         """Top-level sessions, newest first."""
-        return [Session(**s) for s in await sessions.all()]
+        return await sessions.all()
 
     @api.patch("/sessions/{session_id}", response_model_exclude_none=True)
     async def update_session(session_id: str, body: UpdateSession) -> Session:
         """Change settings, title (becomes manual) or pin; broadcasts `session_updated`."""
-        return Session(**await sessions.update(session_id, body.given()))
+        return await sessions.update(session_id, body.given())
 
     @api.delete("/sessions/{session_id}", status_code=204)
     async def delete_session(session_id: str) -> Response:
@@ -78,16 +77,16 @@ def router(kernel: Kernel) -> APIRouter:
     async def fork_session(session_id: str, body: ForkSession | None = None) -> Session:
         """A new session holding copies of the active messages (through `through_seq`)."""
         body = body or ForkSession()
-        return Session(**await kernel.fork_session(session_id, body.title, body.through_seq))
+        return await kernel.fork_session(session_id, body.title, body.through_seq)
 
     @api.get("/sessions/{session_id}/children", response_model_exclude_none=True)
     async def children(session_id: str) -> list[Session]:
-        return [Session(**s) for s in await sessions.children(session_id)]
+        return await sessions.children(session_id)
 
     @api.get("/sessions/{session_id}/history")
     async def history(session_id: str) -> list[Message]:
         """The active messages, oldest first."""
-        return [Message(**m) for m in await sessions.history(session_id)]
+        return await sessions.history(session_id)
 
     @api.get("/sessions/{session_id}/usage")
     async def session_usage(session_id: str) -> Usage:
@@ -97,7 +96,7 @@ def router(kernel: Kernel) -> APIRouter:
     @api.get("/usage", response_model_exclude_none=True)
     async def usage_report(days: str = "30") -> UsageReport:
         """Totals over 7 or 30 days, 365 days of activity, usage per model."""
-        return UsageReport(**await kernel.usage_report(days))
+        return await kernel.usage_report(days)
 
     @api.get(
         "/sessions/{session_id}/events",

@@ -4,15 +4,11 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
-from app.http.models import (
-    Compacted,
-    Decision,
-    QueueItem,
-    Turn,
-    TurnAccepted,
-    UpdateQueueItem,
-)
+from app.events import QueueItem
+from app.http.models import Decision, UpdateQueueItem
 from app.kernel import Kernel
+from app.kernel.compaction import Compacted
+from app.kernel.inputs import TurnAccepted, TurnInput
 
 
 def router(kernel: Kernel) -> APIRouter:
@@ -21,9 +17,9 @@ def router(kernel: Kernel) -> APIRouter:
     turns = kernel.turns
 
     @api.post("/sessions/{session_id}/turns", response_model_exclude_none=True)
-    async def submit(session_id: str, body: Turn) -> TurnAccepted:
+    async def submit(session_id: str, body: TurnInput) -> TurnAccepted:
         """Start a turn, or queue it while the session is busy."""
-        return TurnAccepted(**await turns.submit(session_id, body.model_dump(exclude_none=True)))
+        return await turns.submit(session_id, body)
 
     @api.post("/sessions/{session_id}/cancel", status_code=204)
     async def cancel(session_id: str) -> Response:
@@ -33,18 +29,17 @@ def router(kernel: Kernel) -> APIRouter:
 
     @api.get("/sessions/{session_id}/queue")
     async def queue(session_id: str) -> list[QueueItem]:
-        return [QueueItem(**i) for i in await kernel.queue_items(session_id)]
+        return await kernel.queue_items(session_id)
 
     @api.post("/sessions/{session_id}/queue", status_code=201)
-    async def enqueue(session_id: str, body: Turn) -> QueueItem:
+    async def enqueue(session_id: str, body: TurnInput) -> QueueItem:
         """Add input to the queue; never starts a turn."""
-        return QueueItem(**await turns.enqueue(session_id, body.model_dump(exclude_none=True)))
+        return await turns.enqueue(session_id, body)
 
     @api.patch("/sessions/{session_id}/queue/{message_id}")
     async def update_item(session_id: str, message_id: str, body: UpdateQueueItem) -> QueueItem:
         """Edit a queued message or move it (0-based position)."""
-        item = await turns.update_item(session_id, message_id, body.message, body.position)
-        return QueueItem(**item)
+        return await turns.update_item(session_id, message_id, body.message, body.position)
 
     @api.delete("/sessions/{session_id}/queue/{message_id}", status_code=204)
     async def remove_item(session_id: str, message_id: str) -> Response:
@@ -55,12 +50,12 @@ def router(kernel: Kernel) -> APIRouter:
     async def dispatch(session_id: str, message_id: str) -> QueueItem:
         """Run a queued message now (ending the running turn or compaction if there is one);
         answers the dispatched item."""
-        return QueueItem(**await turns.dispatch(session_id, message_id))
+        return await turns.dispatch(session_id, message_id)
 
     @api.post("/sessions/{session_id}/compact")
     async def compact(session_id: str) -> Compacted:
         """Summarize the history before the last user message into a checkpoint (idle only)."""
-        return Compacted(**await turns.compact(session_id))
+        return await turns.compact(session_id)
 
     @api.post("/sessions/{session_id}/approvals/{request_id}", status_code=204)
     async def decide(session_id: str, request_id: str, body: Decision) -> Response:
