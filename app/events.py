@@ -10,6 +10,7 @@ the HTTP layer reuses them where a route answers the same shape.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -252,10 +253,23 @@ class SessionForked(TypedDict):
     message_count: int
 
 
+#: Compact JSON (no spaces; text as is, not \u-escaped): the one encoding of stored payloads
+#: and of wire envelopes. One encoder for all: `json.dumps` with these options builds a new
+#: encoder on every call (~0.6 µs of a ~1.5 µs envelope).
+compact_json = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
 def iso_time(ns: int) -> str:
-    """RFC 3339 UTC with microseconds, as the wire `time` field."""
-    moment = dt.datetime.fromtimestamp(ns / 1e9, tz=dt.UTC)
-    return moment.isoformat(timespec="microseconds").replace("+00:00", "Z")
+    """RFC 3339 UTC with microseconds (truncated), as the wire `time` field."""
+    seconds, rest = divmod(ns, 1_000_000_000)
+    return f"{_iso_second(seconds)}.{rest // 1000:06d}Z"
+
+
+@functools.lru_cache(maxsize=8)
+def _iso_second(seconds: int) -> str:
+    # Every event of a delta stream stamps its time: formatting a datetime costs ~1.4 µs, a
+    # cached second and the microseconds ~0.3 µs.
+    return dt.datetime.fromtimestamp(seconds, tz=dt.UTC).strftime("%Y-%m-%dT%H:%M:%S")
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,7 +287,7 @@ class Event:
     def json(self) -> str:
         """The envelope as JSON, encoded once however many subscribers send it."""
         if self._json is None:
-            encoded = json.dumps(self.wire(), separators=(",", ":"), ensure_ascii=False)
+            encoded = compact_json(self.wire())
             object.__setattr__(self, "_json", encoded)  # a cache, not state: frozen otherwise
         assert self._json is not None
         return self._json

@@ -14,13 +14,13 @@ from collections.abc import Callable
 from typing import Any
 
 from app import events as k
-from app.events import Event
+from app.events import Event, compact_json
 from app.store import blobs
 
 
 def dumps(value: Any) -> str:
     """Compact JSON, the one encoding of stored payloads and projection rows."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return compact_json(value)
 
 
 DAY_NS = 86_400 * 1_000_000_000
