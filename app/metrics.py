@@ -10,8 +10,9 @@ import json
 import math
 import platform
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Protocol
 
 from prometheus_client import (
     CollectorRegistry,
@@ -60,6 +61,16 @@ class _BackupAge(Collector):
         yield from (stamp, age)
 
 
+class CheckOutcome(Protocol):
+    """A readiness check's outcome, as `foya_ready` reports it."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def ok(self) -> bool: ...
+
+
 class Metrics:
     """The service's metric series."""
 
@@ -93,6 +104,22 @@ class Metrics:
         self.in_flight = Gauge(
             "foya_http_requests_in_flight", "HTTP requests being served.", registry=self.registry
         )
+        self.ready = Gauge(
+            "foya_ready",
+            "Readiness check outcome by check: 1 passes, 0 fails (what GET /readyz reports).",
+            ["check"],
+            registry=self.registry,
+        )
+        self.approval_decisions_ignored = Counter(
+            "foya_approval_decisions_ignored",
+            "Approval decisions that matched no pending request of their session (answered 204).",
+            registry=self.registry,
+        )
+
+    def record_readiness(self, checks: Iterable[CheckOutcome]) -> None:
+        """Set `foya_ready{check}` from an evaluation of the readiness checks."""
+        for check in checks:
+            self.ready.labels(check=check.name).set(1 if check.ok else 0)
 
     def watch_backups(self, data_dir: Path) -> None:
         """Export the age of the last successful backup of `data_dir`."""

@@ -157,9 +157,19 @@ def hypercorn_config(plan: ServePlan, head_timeout: float = 10.0) -> Config:
         config.keyfile = str(plan.tls_key)
         try:
             config.create_ssl_context()  # hypercorn pins TLS ≥ 1.2 and sets ALPN h2/http1.1
-        except (ssl.SSLError, OSError) as exc:
-            raise ConfigError(f"--tls-cert/--tls-key: cannot load the key pair: {exc}") from exc
+        except OSError as exc:  # ssl.SSLError included
+            raise ConfigError(_key_pair_refusal(plan, exc)) from exc
     return config
+
+
+def _key_pair_refusal(plan: ServePlan, exc: OSError) -> str:
+    """Why the key pair does not load, in words (what each file holds was checked before, by
+    `serve_plan`): OpenSSL's own text is "[X509: KEY_VALUES_MISMATCH]" or "[SSL] PEM lib"."""
+    files = f"--tls-cert {plan.tls_cert} and --tls-key {plan.tls_key}"
+    if isinstance(exc, ssl.SSLError) and exc.reason == "KEY_VALUES_MISMATCH":
+        return f"{files} do not belong together: the key is not the certificate's"
+    reason = exc.reason if isinstance(exc, ssl.SSLError) else exc.strerror
+    return f"{files}: cannot load the key pair ({reason or exc})"
 
 
 def _warn_if_exposed(plan: ServePlan, listener: Listener) -> None:

@@ -15,12 +15,15 @@ from pathlib import Path
 from typing import Literal
 
 import platformdirs
-from pydantic import Field
+from pydantic import Field, field_validator
+from pydantic_core import PydanticCustomError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.errors import ConfigError
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+_PEM_LABEL = re.compile(rb"-----BEGIN ([A-Z0-9 ]+)-----")
 
 
 def default_data_dir() -> Path:
@@ -43,12 +46,23 @@ class Settings(BaseSettings):
     allow_plaintext: bool = False
     parent_pid: int | None = None
     log_format: Literal["auto", "json", "console"] = "auto"
-    log_level: str = "info"
+    log_level: str = "info"  # one of LOG_LEVELS, any case
     min_free_disk_mb: int = 256
     # Transport limits of `--listen` (app.admission, app.http.sse); see app.serve.
     head_timeout: float = Field(10.0, gt=0, le=60)
     max_connections: int | None = Field(None, ge=1)
     max_streams_per_client: int = Field(64, ge=1)
+
+    @field_validator("log_level")
+    @classmethod
+    def _known_level(cls, value: str) -> str:
+        if value.lower() not in LOG_LEVELS:
+            raise PydanticCustomError(
+                "log_level",
+                "must be one of {levels} (got '{value}')",
+                {"levels": ", ".join(LOG_LEVELS), "value": value},
+            )
+        return value.lower()
 
     @property
     def resolved_socket_path(self) -> Path:
@@ -97,6 +111,8 @@ def serve_plan(settings: Settings) -> ServePlan:
     for flag, path in (("--tls-cert", cert), ("--tls-key", key)):
         if path is not None and not path.is_file():
             raise ConfigError(f"{flag}: cannot read {path}")
+    if cert is not None and key is not None:
+        _check_pem_pair(cert, key)
     if key is not None and (mode := _mode(key)) & 0o077:
         raise ConfigError(
             f"--tls-key (FOYA_TLS_KEY_FILE): {key} has mode {mode:04o}, so other users may read "
@@ -108,6 +124,40 @@ def serve_plan(settings: Settings) -> ServePlan:
             "use it only behind a TLS proxy such as Caddy, or give --tls-cert and --tls-key"
         )
     return ServePlan("tcp", host=host, port=port, token_sha256=digest, tls_cert=cert, tls_key=key)
+
+
+def _pem(path: Path, flag: str) -> tuple[set[str], bytes]:
+    """The kinds of PEM blocks in `path` (`CERTIFICATE`, `PRIVATE KEY`, …) and its bytes."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{flag}: cannot read {path}: {exc.strerror}") from exc
+    return {m.decode() for m in _PEM_LABEL.findall(data)}, data
+
+
+def _check_pem_pair(cert: Path, key: Path) -> None:
+    """Each file holds what its flag says, named in words (the TLS library only says "PEM
+    lib"). Whether the key belongs to the certificate is checked when it is loaded."""
+    (in_cert, _), (in_key, key_pem) = _pem(cert, "--tls-cert"), _pem(key, "--tls-key")
+    cert_has_key = any(label.endswith("PRIVATE KEY") for label in in_cert)
+    key_has_key = any(label.endswith("PRIVATE KEY") for label in in_key)
+    if "CERTIFICATE" not in in_cert and cert_has_key and "CERTIFICATE" in in_key:
+        raise ConfigError(
+            f"--tls-key {key} holds a certificate, not a private key, and --tls-cert {cert} "
+            "holds the private key: swap them (FOYA_TLS_KEY_FILE, FOYA_TLS_CERT_FILE)"
+        )
+    if "CERTIFICATE" not in in_cert:
+        what = "a private key, not a certificate" if cert_has_key else "no PEM certificate"
+        raise ConfigError(f"--tls-cert (FOYA_TLS_CERT_FILE): {cert} holds {what}")
+    if not key_has_key:
+        what = "a certificate, not a private key" if in_key else "no PEM private key"
+        raise ConfigError(f"--tls-key (FOYA_TLS_KEY_FILE): {key} holds {what}")
+    # OpenSSL would ask for the passphrase on the terminal, or fail with "PEM lib" without one.
+    if "ENCRYPTED PRIVATE KEY" in in_key or b"Proc-Type: 4,ENCRYPTED" in key_pem:
+        raise ConfigError(
+            f"--tls-key (FOYA_TLS_KEY_FILE): {key} is protected by a passphrase; give the key "
+            f"unencrypted (`openssl pkey -in {key} -out key.pem`, then `chmod 600 key.pem`)"
+        )
 
 
 def _mode(path: Path) -> int:

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,8 +30,10 @@ from fake_provider import (
     reply,
     tools,
 )
-from streams_helpers import assert_error
+from helpers import wait_until
+from streams_helpers import assert_error, metric
 
+IGNORED = "foya_approval_decisions_ignored_total"
 REQUEST_KEYS = {"id", "session", "tool_name", "action", "detail", "scope"}
 
 
@@ -154,8 +157,39 @@ def test_an_invalid_decision_is_400_and_the_request_stays_pending(agent: Agent) 
 
 
 def test_a_decision_for_an_unknown_request_is_a_no_op(agent: Agent) -> None:
+    """Foya's 204, but the kernel says so: a warning naming the session and the request id,
+    and `foya_approval_decisions_ignored_total` goes up."""
     s = agent.session("manual")
-    decide(s, "000000000000000000000000", "approved")
+    request_id = f"unknown-{uuid.uuid4().hex}"
+    before = metric(s.client, IGNORED)
+    decide(s, request_id, "approved")
+    assert metric(s.client, IGNORED) == before + 1
+
+    def ignored() -> list[dict[str, Any]]:
+        return [
+            line
+            for line in agent.served.kernel.logs()
+            if line.get("logger") == "foya.approvals" and line.get("approval_id") == request_id
+        ]
+
+    wait_until(lambda: bool(ignored()), "the log line of the ignored decision")
+    (line,) = ignored()
+    assert line["level"] == "warning"
+    assert line["session"] == s.id and line["decision"] == "approved"
+
+
+def test_a_decision_through_another_session_is_ignored_and_counted(agent: Agent) -> None:
+    owner, other = agent.session("manual"), agent.session("manual")
+    owner.push(tools(call("w", "write", {"path": "f.txt", "content": "x"})), answer("Fine."))
+    with owner.events() as events:
+        owner.submit()
+        request = events.until_kind("approval_request")[-1].data["payload"]
+        before = metric(owner.client, IGNORED)
+        decide(other, request["id"], "approved")
+        assert metric(owner.client, IGNORED) == before + 1
+        decide(owner, request["id"], "denied")
+        frames = events.until_kind("turn_complete")
+    assert only(frames, "approval_resolved")["decision"] == "denied"
 
 
 def test_manual_reads_inside_the_workspace_run_without_asking(agent: Agent) -> None:

@@ -354,6 +354,7 @@ def test_create_with_null_is_201_and_stores_nothing_bad(client: httpx.Client, fi
     "fields",
     [
         {"base_url": "nonsense"},
+        {"base_url": "not a url"},
         {"base_url": "ftp://127.0.0.1/v1"},
         {"base_url": "http://ü.example/v1"},
         {"base_url": "http://127.0.0.1:99999/v1"},
@@ -382,6 +383,23 @@ def test_invalid_fields_are_400_on_create_and_patch(
     finally:
         client.delete(f"/connections/{created['id']}")
     assert listed(client) == before
+
+
+@pytest.mark.parametrize(
+    ("base_url", "says"),
+    [
+        ("not a url", "must be an http:// or https:// URL with a host"),
+        ("http://127.0.0.1/ v1", "must not contain spaces"),
+        ("http://ü.example/v1", "printable ASCII"),
+    ],
+)
+def test_a_bad_base_url_is_refused_saying_what_a_good_one_looks_like(
+    client: httpx.Client, base_url: str, says: str
+) -> None:
+    body = assert_error(
+        client.post("/connections", json={"base_url": base_url}), 400, "bad_request"
+    )
+    assert body["message"].startswith("base_url: ") and says in body["message"], body
 
 
 @pytest.mark.parametrize(

@@ -118,6 +118,74 @@ def test_openapi_documents_no_422(kernels: Pair, document: dict[str, Any]) -> No
     )
 
 
+# ------------------------------------------------------------------------- enums and fields
+
+ENUMS = {
+    ("Decision", "decision"): ["approved", "approved_for_session", "denied"],
+    ("CreateSession", "approval_mode"): ["manual", "auto", "full_access"],
+    ("UpdateSession", "approval_mode"): ["manual", "auto", "full_access"],
+    ("CreateSession", "reasoning_effort"): ["", "low", "medium", "high"],
+    ("UpdateSession", "reasoning_effort"): ["", "low", "medium", "high"],
+    ("ModelSettings", "reasoning_efforts"): ["", "low", "medium", "high"],
+    ("ConnectionIn", "type"): ["language", "image", "video"],
+    ("Connection", "type"): ["language", "image", "video"],
+    ("ConnectionIn", "kind"): ["openai"],
+    ("ConnectionIn", "auth_kind"): ["api_key"],
+    ("ResolveFileReview", "action"): ["keep", "undo"],
+    ("FilePreview", "status"): ["ready", "mergeable", "modified"],
+    ("FilePreview", "action"): ["restored", "merged", "kept", "force_restored"],
+    ("Rewound", "status"): ["confirmation_required", "rewound"],
+    ("Resolved", "status"): ["resolved"],
+    ("Attachment", "kind"): ["image"],
+    ("WorkspaceEntry", "kind"): ["dir", "file", "other"],
+    ("Readiness", "status"): ["ready"],
+    ("CheckOut", "name"): ["database", "data_dir", "disk"],
+}
+
+
+def enum_of(prop: dict[str, Any]) -> list[Any] | None:
+    """The values a property (or its non-null branch, or its list's items) is documented with."""
+    for branch in [prop, *prop.get("anyOf", [])]:
+        for schema in (branch, branch.get("items") or {}):
+            if "enum" in schema:
+                return list(schema["enum"])
+    return None
+
+
+@pytest.mark.parametrize(("schema", "field"), list(ENUMS))
+def test_every_closed_set_of_values_is_an_enum(
+    document: dict[str, Any], schema: str, field: str
+) -> None:
+    prop = document["components"]["schemas"][schema]["properties"][field]
+    assert enum_of(prop) == ENUMS[schema, field], prop
+
+
+def test_no_schema_uses_const_for_a_one_value_enum(document: dict[str, Any]) -> None:
+    """Client generators handle `enum` everywhere; `const` (pydantic's one-value Literal) not."""
+    assert '"const"' not in json.dumps(document["components"])
+
+
+def test_rewind_fields_say_where_their_values_come_from(document: dict[str, Any]) -> None:
+    """The preview answers `head_seq` / `file_state_token`; the confirm sends them back as
+    `expected_head_seq` / `expected_file_state`: each side names the other."""
+    schemas = document["components"]["schemas"]
+    preview, confirm = schemas["Rewound"]["properties"], schemas["Rewind"]["properties"]
+    assert "expected_head_seq" in preview["head_seq"]["description"]
+    assert "expected_file_state" in preview["file_state_token"]["description"]
+    assert "head_seq" in confirm["expected_head_seq"]["description"]
+    assert "file_state_token" in confirm["expected_file_state"]["description"]
+    assert confirm["confirm"]["description"] and confirm["force_file_keys"]["description"]
+    examples = schemas["Rewind"]["examples"]
+    assert {} in examples
+    assert any({"confirm", "expected_head_seq", "expected_file_state"} <= set(e) for e in examples)
+    review, resolve = (
+        schemas["FileReview"]["properties"],
+        schemas["ResolveFileReview"]["properties"],
+    )
+    assert "expected_through_seq" in review["through_seq"]["description"]
+    assert "through_seq" in resolve["expected_through_seq"]["description"]
+
+
 # ---------------------------------------------------------------------------------- snapshot
 
 

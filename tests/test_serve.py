@@ -49,7 +49,8 @@ DIGEST = "ab" * 32  # a well-formed digest for cases that must get past the dige
 class Refusal:
     """A `foya serve` invocation that must be refused before anything listens.
 
-    `{port}`, `{busy}` and `{files}` in args and env values are filled in by the fixture.
+    `{port}`, `{busy}` and `{files}` in args and env values are filled in by the fixture, and
+    `{files}` in names by the test.
     """
 
     id: str
@@ -90,7 +91,21 @@ REFUSALS = [
     Refusal("cert_without_key", (*TCP, "--tls-cert", CERT), ("--tls-cert", "--tls-key"),
             OK_DIGEST),
     Refusal("cert_not_pem", (*TCP, "--tls-cert", "{files}/not-pem", "--tls-key", KEY),
-            ("--tls-cert",), OK_DIGEST),
+            ("--tls-cert", "{files}/not-pem", "holds no PEM certificate"), OK_DIGEST),
+    # what each TLS file holds, in words rather than OpenSSL's "[SSL] PEM lib"
+    Refusal("cert_and_key_swapped", (*TCP, "--tls-cert", KEY, "--tls-key", CERT),
+            ("--tls-key", CERT, "holds a certificate, not a private key", "--tls-cert", KEY,
+             "swap them"), OK_DIGEST),
+    Refusal("key_is_a_certificate", (*TCP, "--tls-cert", CERT, "--tls-key", CERT),
+            ("--tls-key", CERT, "holds a certificate, not a private key"), OK_DIGEST),
+    Refusal("cert_is_a_key", (*TCP, "--tls-cert", KEY, "--tls-key", KEY),
+            ("--tls-cert", KEY, "holds a private key, not a certificate"), OK_DIGEST),
+    Refusal("key_not_pem", (*TCP, "--tls-cert", CERT, "--tls-key", "{files}/not-pem-0600"),
+            ("--tls-key", "{files}/not-pem-0600", "holds no PEM private key"), OK_DIGEST),
+    Refusal("key_of_another_certificate",
+            (*TCP, "--tls-cert", CERT, "--tls-key", "{files}/other/key.pem"),
+            ("--tls-cert", CERT, "--tls-key", "{files}/other/key.pem",
+             "do not belong together"), OK_DIGEST),
     Refusal("key_readable_by_others",
             (*TCP, "--tls-cert", CERT, "--tls-key", "{files}/key-0644.pem"),
             ("--tls-key", "chmod 600", "0644"), OK_DIGEST),
@@ -100,6 +115,9 @@ REFUSALS = [
             ("--auth-token-hash-file", "chmod 600", "0666")),
     # plaintext
     Refusal("no_tls_no_allow_plaintext", TCP, ("--allow-plaintext",), OK_DIGEST),
+    # a log level foya does not know
+    Refusal("log_level_unknown", PLAIN, ("FOYA_LOG_LEVEL", "verbose", "debug, info, warning"),
+            {**OK_DIGEST, "FOYA_LOG_LEVEL": "verbose"}),
 ]  # fmt: skip
 
 
@@ -109,6 +127,7 @@ class Outcome:
     stderr: str
     port: int
     listening_after: bool
+    files: Path  # what `{files}` stands for in the case's names
 
 
 @pytest.fixture(scope="module")
@@ -118,6 +137,9 @@ def refusals(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Out
     write_tls_pair(files)
     (files / "good").write_text(DIGEST + "\n")
     (files / "not-pem").write_text("this is not a certificate\n")
+    (files / "not-pem-0600").write_text("this is not a key\n")
+    (files / "not-pem-0600").chmod(0o600)
+    write_tls_pair(files / "other")
     (files / "key-0644.pem").write_bytes((files / "key.pem").read_bytes())
     (files / "key-0644.pem").chmod(0o644)
     (files / "digest-0666").write_text(DIGEST + "\n")
@@ -146,9 +168,8 @@ def refusals(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Out
             code = kernel.wait_exit(timeout=60)
             if code is None:
                 kernel.stop(signal.SIGKILL)
-            outcomes[case.id] = Outcome(
-                code, kernel.stderr(), port, is_listening(port) if case.port_is_ours else False
-            )
+            listening = is_listening(port) if case.port_is_ours else False
+            outcomes[case.id] = Outcome(code, kernel.stderr(), port, listening, files)
         yield outcomes
     finally:
         launcher.close()
@@ -164,7 +185,7 @@ def test_tcp_startup_refusal(refusals: dict[str, Outcome], case: Refusal) -> Non
     assert len(lines) == 1, outcome.stderr
     assert lines[0].startswith("foya: ")
     for name in case.names:
-        assert name in lines[0]
+        assert name.format(files=outcome.files) in lines[0]
     assert not outcome.listening_after, f"something listens on {outcome.port}"
 
 
@@ -415,7 +436,51 @@ def test_metrics_exposition(tcp_kernel: Kernel, token: str, digest: str, tmp_pat
     assert build[0].value == 1
 
 
+def ready_gauge(client: httpx.Client) -> dict[str, float]:
+    """`foya_ready{check}` from one scrape of /metrics."""
+    response = client.get("/metrics")
+    assert response.status_code == 200, response.text
+    (family,) = [f for f in text_string_to_metric_families(response.text) if f.name == "foya_ready"]
+    assert family.type == "gauge"
+    return {s.labels["check"]: s.value for s in family.samples}
+
+
+def test_foya_ready_is_current_on_metrics_without_a_readyz_poll(
+    spawn: Launcher, tmp_path: Path, tcp_kernel: Kernel, token: str
+) -> None:
+    """A scrape evaluates the checks itself, so `foya_ready == 0` alerts even when nobody polls
+    /readyz; /readyz then agrees with it."""
+    full = spawn.tcp(
+        ["--allow-plaintext", "--data-dir", str(tmp_path / "data")],
+        env=base_env(FOYA_AUTH_TOKEN_SHA256=sha256_hex(token), FOYA_MIN_FREE_DISK_MB=str(10**12)),
+    )
+    with full.client(token) as client:
+        assert ready_gauge(client) == {"database": 1, "data_dir": 1, "disk": 0}
+        assert client.get("/readyz").status_code == 503
+        assert ready_gauge(client)["disk"] == 0
+    with tcp_kernel.client(token) as client:
+        assert ready_gauge(client) == {"database": 1, "data_dir": 1, "disk": 1}
+
+
 # --------------------------------------------------------------------------- logs
+
+
+def test_log_level_is_case_insensitive_and_filters(short_dir: Path, spawn: Launcher) -> None:
+    """FOYA_LOG_LEVEL=Warning: no info lines (request, listening), warnings still go out."""
+    sock = short_dir / "k.sock"
+    kernel = spawn(
+        ["serve", "--data-dir", str(short_dir / "data"), "--socket", str(sock)],
+        uds=sock,
+        env=base_env(FOYA_LOG_LEVEL="Warning"),
+    )
+    with kernel.client() as client:
+        session = client.post("/sessions", json={}).json()["id"]
+        decided = client.post(f"/sessions/{session}/approvals/nope", json={"decision": "denied"})
+        assert decided.status_code == 204  # an unknown approval id: logged as a warning
+    assert kernel.stop() == 0
+    lines = kernel.logs()
+    assert {line["level"] for line in lines} == {"warning"}, lines
+    assert any(line["event"].startswith("approval decision ignored") for line in lines), lines
 
 
 def request_lines(kernel: Kernel, request_id: str) -> list[dict[str, object]]:

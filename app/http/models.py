@@ -89,7 +89,7 @@ class ModelSettings(BaseModel):
     max_output_tokens: NonNegative | None = None
     image_input: bool | None = None
     tool_calling: bool | None = None
-    reasoning_efforts: list[str] | None = None
+    reasoning_efforts: list[ReasoningEffort] | None = None
 
 
 class ConnectionIn(Strict):
@@ -97,7 +97,7 @@ class ConnectionIn(Strict):
 
     name: str | None = None
     type: Literal["language", "image", "video"] | None = None
-    kind: Literal["openai"] | None = None
+    kind: Annotated[str, one_of("openai")] | None = None
     auth_kind: Annotated[str, one_of("api_key")] | None = None
     base_url: Annotated[str, Field(description="An http(s) URL; empty for the default.")] | None = (
         None

@@ -77,7 +77,7 @@ class Kernel:
             self.store, self.facts, self.projects, self.connections, settings.data_dir
         )
         self.providers = Providers(self.connections)
-        self.approvals = Approvals()
+        self.approvals = Approvals(metrics)
         self.queues = Queues()
         # Foya's own data and secrets, but the managed workspaces tools work in.
         protected = ProtectedPaths(settings.protected_paths, (self.sessions.workspaces,))

@@ -7,6 +7,10 @@
 
 `approved_for_session` leaves an in-memory grant for (session, tool, action, scope) so the same
 kind of call runs without asking again. Grants and pending requests die with the process.
+
+A decision that matches no pending request of its session (unknown, already decided, or
+another session's) changes nothing and is answered 204, as Foya does; it is logged as a warning
+and counted in `foya_approval_decisions_ignored_total`, since a client sending it is out of step.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from typing import Any, Literal
 from app.errors import BadRequest
 from app.events import APPROVAL_REQUEST, APPROVAL_RESOLVED, ApprovalRequest, ApprovalResolved
 from app.kernel.ids import new_id
+from app.logs import get_logger
+from app.metrics import Metrics
 
 Decision = Literal["approved", "approved_for_session", "denied"]
 DECISIONS: tuple[Decision, ...] = ("approved", "approved_for_session", "denied")
@@ -46,14 +52,18 @@ class Ask:
 
 Emit = Callable[[str, Any], Awaitable[None]]
 Guardian = Callable[[Ask], Awaitable[bool]]
+#: How much of a request id from the URL a log line repeats.
+LOGGED_ID_CHARS = 64
 
 
 class Approvals:
     """Pending requests and session grants."""
 
-    def __init__(self) -> None:
+    def __init__(self, metrics: Metrics) -> None:
         self._pending: dict[str, tuple[str, asyncio.Future[Decision]]] = {}
         self._grants: set[tuple[str, str, str, str]] = set()
+        self._metrics = metrics
+        self._log = get_logger("foya.approvals")
 
     def _granted(self, ask: Ask) -> bool:
         return (ask.session, ask.tool_name, ask.action, ask.scope) in self._grants
@@ -107,6 +117,14 @@ class Approvals:
         pending = self._pending.get(request_id)
         if pending is not None and pending[0] == session and not pending[1].done():
             pending[1].set_result(chosen)
+            return
+        self._log.warning(
+            "approval decision ignored: no pending request with this id in this session",
+            session=session,
+            approval_id=request_id[:LOGGED_ID_CHARS],
+            decision=chosen,
+        )
+        self._metrics.approval_decisions_ignored.inc()
 
     def forget(self, session: str) -> None:
         """Drop the session's grants and deny its pending requests."""

@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import Any, NotRequired
+from typing import Any, Literal, NotRequired
 from urllib.parse import urlsplit
 
 from typing_extensions import TypedDict
@@ -36,7 +36,8 @@ from app.kernel.ids import new_id
 from app.logs import get_logger
 from app.text import scrub
 
-TYPES = ("language", "image", "video")
+ConnectionType = Literal["language", "image", "video"]
+TYPES: tuple[ConnectionType, ...] = ("language", "image", "video")
 PURPOSES = ("language", "fast", "image", "video")
 # Given as "" they keep the current value on PATCH (Foya's rule).
 _KEEP_IF_EMPTY = ("name", "type", "kind", "auth_kind", "base_url", "api_key")
@@ -52,7 +53,7 @@ class Connection(TypedDict):
 
     id: str
     name: str
-    type: str
+    type: ConnectionType
     kind: str
     auth_kind: str
     base_url: str
@@ -93,16 +94,24 @@ def check_base_url(value: str) -> None:
     """Empty (the provider's default) or an absolute http(s) URL without credentials."""
     if value == "":
         return
-    problem = "base_url: must be an http:// or https:// URL"
-    if not _printable_ascii(value) or " " in value:
-        raise BadRequest(f"{problem} in printable ASCII (punycode for international names)")
+    if not _printable_ascii(value):
+        raise BadRequest(
+            "base_url: must be an http:// or https:// URL in printable ASCII "
+            "(punycode for international names)"
+        )
+    problem = BadRequest(
+        "base_url: must be an http:// or https:// URL with a host (and a port from 1 to 65535, "
+        "if any), such as https://api.openai.com/v1"
+    )
     try:
         parts = urlsplit(value)
-        port_ok = parts.port is None or parts.port > 0
-    except ValueError:
-        raise BadRequest(problem) from None
-    if parts.scheme not in ("http", "https") or not parts.hostname or not port_ok:
-        raise BadRequest(problem)
+        port = parts.port
+    except ValueError:  # an unclosed bracket, a port that is not a number from 0 to 65535
+        raise problem from None
+    if parts.scheme not in ("http", "https") or not parts.hostname or port == 0:
+        raise problem
+    if " " in value:
+        raise BadRequest("base_url: must not contain spaces (write them as %20)")
     if parts.username is not None or parts.password is not None:
         raise BadRequest("base_url: must not hold credentials; send the key as api_key")
 

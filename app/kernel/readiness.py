@@ -8,13 +8,16 @@ import tempfile
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
+
+CheckName = Literal["database", "data_dir", "disk"]
 
 
 @dataclass(frozen=True)
 class Check:
     """One readiness check's outcome."""
 
-    name: str
+    name: CheckName
     ok: bool
     detail: str
 

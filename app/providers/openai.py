@@ -7,6 +7,11 @@ the key. For streams we take the SDK's raw response and decode each `data:` line
 `json.loads`: the SDK's own iterator builds a pydantic model per chunk, measured at ~300 µs per
 chunk here (20x the JSON decode), which capped a turn at ~3k deltas/s (bench/turns.py).
 
+A failure's message names the provider's host, the HTTP status when there is one and the cause
+("cannot reach the provider at api.example.com: connection refused", "the provider at
+api.example.com answered HTTP 404: …"); text the provider sent is cut short and stripped of the
+key. Each failed call is also logged as a warning (logger `foya.providers`) with the same facts.
+
 HTTP goes through aiohttp (the SDK's `DefaultAioHttpClient`), not httpx's own transport: its C
 parser hands over whatever body bytes have arrived in one piece, where httpx's pure-Python h11
 costs ~6 µs per chunk, and providers send one chunk per token (bench/turns.py: 9.7 -> 3.8 µs
@@ -21,10 +26,9 @@ import json
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
-import aiohttp
-import httpx
 import openai
 
+from app.logs import get_logger
 from app.providers.base import (
     ChatRequest,
     Completion,
@@ -36,17 +40,12 @@ from app.providers.base import (
     ToolCallDelta,
     Usage,
 )
+from app.providers.failures import MAPPED, Failure, classify, detail_of, host_of
 
 RATE_LIMIT_RETRIES = 3
 BACKOFF_SECONDS = (1.0, 2.0, 4.0)
 MAX_RETRY_AFTER = 10.0
 TIMEOUT = 600.0
-#: What `_classify` maps: the SDK's errors, and what it lets through unwrapped (its HTTP
-#: library's errors when a body breaks off mid-stream, an aiohttp error the transport does not
-#: translate, socket errors, and the header encoding of a non-ASCII key or URL). The SDK's
-#: major version is pinned in pyproject.toml: 2.x moved to another HTTP library (`httpx2`),
-#: whose errors escaped this map as internal errors.
-MAPPED = (openai.OpenAIError, httpx.HTTPError, aiohttp.ClientError, OSError, UnicodeError)
 
 
 def _usage(raw: dict[str, Any] | None) -> Usage:
@@ -56,26 +55,6 @@ def _usage(raw: dict[str, Any] | None) -> Usage:
     inp = raw.get("prompt_tokens") or 0
     out = raw.get("completion_tokens") or 0
     return Usage(inp, out, raw.get("total_tokens") or inp + out, cached)
-
-
-def _classify(exc: Exception) -> ProviderError:
-    if isinstance(exc, openai.AuthenticationError | openai.PermissionDeniedError):
-        return ProviderError("auth", "the provider rejected the API key")
-    if isinstance(exc, openai.RateLimitError):
-        return ProviderError("rate_limit", "the provider is rate limiting requests")
-    if isinstance(exc, openai.APIStatusError):
-        text = str(getattr(exc, "body", "") or exc.message).lower()
-        if "context" in text and ("length" in text or "window" in text or "too long" in text):
-            return ProviderError("context_overflow", "the request exceeds the model's context")
-        return ProviderError("bad_response", f"the provider answered HTTP {exc.status_code}")
-    if isinstance(exc, openai.APITimeoutError | openai.APIConnectionError):
-        return ProviderError("network", "cannot reach the provider")
-    if isinstance(exc, httpx.HTTPError | aiohttp.ClientError | OSError):
-        # Raised by the SDK's HTTP library itself while a stream's body is read.
-        return ProviderError("network", "the provider's stream broke off")
-    if isinstance(exc, UnicodeError):
-        return ProviderError("bad_response", "the connection's URL or key is not plain ASCII")
-    return ProviderError("bad_response", f"unexpected provider response ({type(exc).__name__})")
 
 
 def _retry_after(exc: Exception, attempt: int) -> float:
@@ -98,6 +77,24 @@ class OpenAIProvider:
             timeout=TIMEOUT,
             http_client=openai.DefaultAioHttpClient(timeout=TIMEOUT),
         )
+        self.host = host_of(str(self.client.base_url))  # the SDK's default when base_url is ""
+        self._key = api_key
+        self._log = get_logger("foya.providers")
+
+    def _failed(self, exc: Exception) -> ProviderError:
+        """`exc` as the error the user reads, logged once as a warning."""
+        return self._report(classify(exc, self.host, self._key))
+
+    def _report(self, failure: Failure) -> ProviderError:
+        self._log.warning(
+            "provider call failed",
+            host=self.host,
+            status=failure.status,
+            cause=failure.cause,
+            kind=failure.kind,
+            error=failure.message,
+        )
+        return ProviderError(failure.kind, failure.message)
 
     async def aclose(self) -> None:
         await self.client.close()
@@ -129,10 +126,10 @@ class OpenAIProvider:
                 return await create(**args)
             except openai.RateLimitError as exc:
                 if attempt == RATE_LIMIT_RETRIES:
-                    raise _classify(exc) from None
+                    raise self._failed(exc) from None
                 await asyncio.sleep(_retry_after(exc, attempt))
             except MAPPED as exc:
-                raise _classify(exc) from None
+                raise self._failed(exc) from None
         raise AssertionError("unreachable")
 
     async def stream(self, request: ChatRequest) -> AsyncIterator[StreamItem]:
@@ -155,10 +152,17 @@ class OpenAIProvider:
             for item in decoder.flush():
                 yield item
         except MAPPED as exc:
-            raise _classify(exc) from None
+            raise self._failed(exc) from None
+        except MidStreamError as exc:
+            detail = detail_of(exc.detail, self._key)
+            message = f"the provider at {self.host} reported an error mid-stream"
+            raise self._report(
+                Failure("bad_response", f"{message}: {detail}" if detail else message, None, detail)
+            ) from None
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise ProviderError(
-                "bad_response", f"malformed stream ({type(exc).__name__})"
+            cause = f"malformed stream ({type(exc).__name__})"
+            raise self._report(
+                Failure("bad_response", f"the provider at {self.host} sent a {cause}", None, cause)
             ) from None
         finally:
             await manager.__aexit__(None, None, None)
@@ -169,7 +173,8 @@ class OpenAIProvider:
         try:
             text = response.choices[0].message.content or ""
         except (IndexError, AttributeError):
-            raise ProviderError("bad_response", "the provider returned no choices") from None
+            message = f"the provider at {self.host} returned no choices"
+            raise self._report(Failure("bad_response", message)) from None
         return Completion(text, _usage(response.usage.model_dump() if response.usage else None))
 
     async def models(self) -> list[str]:
@@ -177,7 +182,15 @@ class OpenAIProvider:
             page = await self.client.models.list()
             return sorted(m.id for m in page.data)
         except MAPPED as exc:
-            raise _classify(exc) from None
+            raise self._failed(exc) from None
+
+
+class MidStreamError(ProviderError):
+    """An error chunk in the middle of a stream; `detail` is the provider's own text."""
+
+    def __init__(self, detail: Any) -> None:
+        super().__init__("bad_response", "the provider reported an error mid-stream")
+        self.detail = detail
 
 
 class StreamDecoder:
@@ -218,7 +231,7 @@ class StreamDecoder:
                 continue
             chunk = json.loads(data)
             if chunk.get("error"):
-                raise ProviderError("bad_response", "the provider reported an error mid-stream")
+                raise MidStreamError(chunk["error"])
             if chunk.get("usage"):
                 yield _usage(chunk["usage"])
             for choice in chunk.get("choices") or ():
