@@ -389,8 +389,12 @@ def test_the_garbage_collector_runs_once_the_server_listens(tcp_kernel: Kernel, 
 
     with tcp_kernel.client(token) as client:
         before = young_collections(client)
-        for _ in range(200):  # each 404 leaves an exception's reference cycle for the collector
+        for _ in range(300):  # error answers leave exceptions' reference cycles behind
             assert client.get("/no/such/route").status_code == 404
+            bad = client.post(
+                "/sessions", content=b"{bad", headers={"content-type": "application/json"}
+            )
+            assert bad.status_code == 400
         assert young_collections(client) > before
 
 
