@@ -182,22 +182,73 @@ def _real(paths: Iterable[Path]) -> tuple[Path, ...]:
     return tuple(dict.fromkeys(out))
 
 
+LOCK_NAME = "kernel.lock"
+
+
 @contextlib.contextmanager
 def data_dir_lock(data_dir: Path) -> Iterator[None]:
-    """Hold a non-blocking exclusive flock on `<data-dir>/kernel.lock` (one kernel per data dir)."""
+    """Hold a non-blocking exclusive flock on `<data-dir>/kernel.lock` (one kernel per data dir),
+    with our PID written in it.
+
+    A clean exit removes the file. After a crash it stays, naming a dead PID, but nobody holds
+    its lock any more (the kernel's last descriptor closed with it), so the next start takes it.
+    """
     data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    path = data_dir / "kernel.lock"
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
+    path = data_dir / LOCK_NAME
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
-            raise ConfigError(
-                f"--data-dir {data_dir}: another foya kernel (pid {holder}) is using it"
-            ) from None
+            holder = _pid_in(fd)
+            os.close(fd)
+            raise in_use(data_dir, holder) from None
+        # A kernel that stopped meanwhile unlinked the file we opened: lock the current one.
+        if _is_at(fd, path):
+            break
+        os.close(fd)
+    try:
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         yield
     finally:
+        # Unlinked while we hold the lock, so that no one locks this file meanwhile.
+        if _is_at(fd, path):
+            with contextlib.suppress(OSError):
+                path.unlink()
         os.close(fd)
+
+
+def lock_holder(data_dir: Path) -> str | None:
+    """The PID written in `<data-dir>/kernel.lock` if a running kernel holds it, else None.
+    (Probing takes the lock for an instant: a kernel starting at that very moment is refused.)"""
+    try:
+        fd = os.open(data_dir / LOCK_NAME, os.O_RDONLY | os.O_CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return _pid_in(fd)
+    finally:
+        os.close(fd)
+    return None
+
+
+def in_use(data_dir: Path, holder: str) -> ConfigError:
+    """The refusal to start on a data directory a running kernel holds."""
+    return ConfigError(f"--data-dir {data_dir}: another foya kernel (pid {holder}) is using it")
+
+
+def _pid_in(fd: int) -> str:
+    return os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+
+
+def _is_at(fd: int, path: Path) -> bool:
+    """Whether the open file `fd` is the one `path` names now."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return False
+    mine = os.fstat(fd)
+    return (st.st_dev, st.st_ino) == (mine.st_dev, mine.st_ino)

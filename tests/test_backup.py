@@ -981,6 +981,36 @@ def test_backup_refusals(case: str, small: Small, tmp_path: Path) -> None:
     assert tree(tmp_path) == before, "nothing written: no archive, no .partial, no status"
 
 
+@pytest.mark.parametrize("dest", ["missing/", "missing/deeper/", "missing/out.tar"])
+def test_backup_into_a_missing_directory_is_refused(
+    dest: str, small: Small, tmp_path: Path
+) -> None:
+    """A path ending in / means a directory: one that does not exist is refused in one line,
+    exit 2, never written as a file named like it (the next backup would then fail)."""
+    data = tmp_path / "data"
+    shutil.copytree(small.data, data)
+    before = tree(tmp_path)
+    done = foya("backup", f"{tmp_path}/{dest}", "--data-dir", str(data), home=tmp_path / "home")
+    refused(done, "directory", "does not exist")
+    assert done.returncode == 2
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert tree(tmp_path) == before, "nothing written: no file named like the directory"
+
+
+@pytest.mark.parametrize("dest", ["out/", "out"])
+def test_backup_into_an_existing_directory_writes_a_dated_archive(
+    dest: str, small: Small, tmp_path: Path
+) -> None:
+    data = tmp_path / "data"
+    shutil.copytree(small.data, data)
+    (tmp_path / "out").mkdir()
+    done = foya("backup", f"{tmp_path}/{dest}", "--data-dir", str(data), home=tmp_path / "home")
+    assert done.returncode == 0, output(done)
+    [archive] = (tmp_path / "out").iterdir()
+    assert re.fullmatch(r"foya-backup-\d{8}T\d{6}Z\.tar", archive.name)
+    assert f"wrote {archive}:" in done.stdout
+
+
 def test_backup_tolerates_a_file_removed_while_it_runs(small: Small, tmp_path: Path) -> None:
     """A live kernel deletes files at any time (a deleted session's workspace and artifacts,
     `/readyz`'s probe file, the temp file of every atomic JSON write). One that vanishes

@@ -4,6 +4,8 @@ between.
 
 Remote kernels are started detached by the tunnel itself, so they are no children of ours: each
 is found through `<data-dir>/kernel.lock` (it holds the PID) and stopped by PID at teardown.
+sshd accepts XDG_CONFIG_HOME from the client (`-o SetEnv=…`), so a kernel started in the
+remote's default data dir lands in a temporary directory.
 """
 
 from __future__ import annotations
@@ -26,10 +28,19 @@ from pathlib import Path
 
 import httpx
 import pytest
-from helpers import Kernel, Launcher, base_env, free_port, is_listening, sha256_hex, wait_until
+from helpers import (
+    Kernel,
+    Launcher,
+    base_env,
+    free_port,
+    is_listening,
+    run_foya,
+    sha256_hex,
+    wait_until,
+)
 
 from app.ops.tunnel.config import TunnelConfig
-from app.ops.tunnel.local import CONFIG, FAILED, OK, Tunnel
+from app.ops.tunnel.local import CONFIG, FAILED, OK, Tunnel, stop_remote
 from app.ops.tunnel.remote import sh_path
 
 SSHD = Path("/usr/sbin/sshd")
@@ -53,6 +64,7 @@ class Sshd:
     port: int
     options: tuple[str, ...]  # ssh client options that reach it with the authorized key
     stray_key: Path  # a key sshd does not accept
+    cli_options: tuple[str, ...]  # `options` as `-o` options only (no -F, -p, -i)
     destination: str = field(default_factory=lambda: f"{getpass.getuser()}@127.0.0.1")
 
 
@@ -169,6 +181,7 @@ def sshd(tmp_path_factory: pytest.TempPathFactory, booting: object) -> Iterator[
         f"AuthorizedKeysFile {base}/authorized_keys\nStrictModes no\nUsePAM no\n"
         "PasswordAuthentication no\nKbdInteractiveAuthentication no\n"
         "PermitRootLogin prohibit-password\nAllowTcpForwarding yes\nLogLevel ERROR\n"
+        "AcceptEnv XDG_CONFIG_HOME\n"
     )
     known_hosts = base / "known_hosts"
     known_hosts.write_text(f"[127.0.0.1]:{port} {(base / 'host_key.pub').read_text()}")
@@ -189,7 +202,11 @@ def sshd(tmp_path_factory: pytest.TempPathFactory, booting: object) -> Iterator[
             *("-o", "IdentitiesOnly=yes", "-o", f"UserKnownHostsFile={known_hosts}"),
             *("-o", "GlobalKnownHostsFile=/dev/null", "-o", "StrictHostKeyChecking=yes"),
         )
-        yield Sshd(port, options, stray_key)
+        cli_options = (  # the same, as `foya tunnel -o` options
+            *("-o", f"Port={port}", "-o", f"IdentityFile={client_key}"),
+            *options[6:],
+        )
+        yield Sshd(port, options, stray_key, cli_options)
     finally:
         proc.terminate()
         proc.wait(timeout=10)
@@ -440,3 +457,71 @@ def test_remote_paths_are_quoted(path: str, expected: str) -> None:
         ["sh", "-c", script], env={"HOME": "/home/u"}, capture_output=True, text=True, check=True
     )
     assert out.stdout == expected, shlex.quote(script)
+
+
+def test_default_data_dir_holds_the_log_and_stop_stops_the_kernel(
+    sshd: Sshd, remote: Remote
+) -> None:
+    """Without --remote-data-dir the kernel runs in the remote's default data dir
+    (`$XDG_CONFIG_HOME/foya` there) and logs to `kernel.log` in it, as the docs say;
+    `stop_remote` (`foya tunnel --stop`) then stops it, and the clean stop removes its lock."""
+    xdg = remote.root / "xdg"
+    options = (*sshd.options, "-o", f"SetEnv=XDG_CONFIG_HOME={xdg}")
+    config = remote.config(sshd, remote_data_dir=None, ssh_options=options)
+    data_dir = xdg / "foya"
+    with running(config) as run:
+        run.wait_ready()
+    pid = int((data_dir / "kernel.lock").read_text())
+    try:
+        assert f"--data-dir {data_dir} " in cmdline(pid)
+        assert (data_dir / "kernel.log").stat().st_size > 0
+        assert f"log {data_dir}/kernel.log)" in run.stderr.getvalue()
+        assert not remote.data_dir.exists()
+
+        reports: list[str] = []
+        stderr = io.StringIO()
+        assert stop_remote(config, on_done=reports.append, stderr=stderr) == OK, stderr.getvalue()
+        assert reports == [f"stopped the kernel on 127.0.0.1:{remote.port} (pid {pid})"]
+        assert gone(pid)
+        assert not (data_dir / "kernel.lock").exists()
+        assert not is_listening(remote.port)
+
+        assert stop_remote(config, on_done=reports.append, stderr=stderr) == OK
+        assert reports[-1] == f"no kernel is running on {data_dir}"
+    finally:
+        if not gone(pid):
+            stop_pid(pid)
+
+
+def test_foya_tunnel_stop_on_the_command_line(sshd: Sshd, remote: Remote) -> None:
+    with running(remote.config(sshd)) as run:
+        run.wait_ready()
+    pid = remote.kernel_pid()
+    args = [
+        "tunnel", "--stop", sshd.destination, "--remote-port", str(remote.port),
+        "--remote-data-dir", str(remote.data_dir), *sshd.cli_options,
+    ]  # fmt: skip
+    done = run_foya(*args, timeout=60)  # no token needed to stop
+    assert done.returncode == OK, done.stderr
+    assert done.stdout == f"stopped the kernel on 127.0.0.1:{remote.port} (pid {pid})\n"
+    assert gone(pid)
+    assert not (remote.data_dir / "kernel.lock").exists()
+
+
+def test_stop_leaves_alone_a_process_that_is_no_tunnel_kernel(sshd: Sshd, remote: Remote) -> None:
+    """A lock naming a live process that is not a kernel serving --remote-port (a reused PID,
+    another kernel): refused, and that process keeps running."""
+    other = subprocess.Popen(["sleep", "60"])
+    try:
+        remote.data_dir.mkdir()
+        (remote.data_dir / "kernel.lock").write_text(f"{other.pid}\n")
+        stderr = io.StringIO()
+        code = stop_remote(remote.config(sshd), on_done=lambda _: None, stderr=stderr)
+        assert code == CONFIG
+        assert f"pid {other.pid} (from {remote.data_dir}/kernel.lock) is not a kernel" in (
+            stderr.getvalue()
+        )
+        assert other.poll() is None
+    finally:
+        other.kill()
+        other.wait()

@@ -37,7 +37,7 @@ from typing import IO, Any
 from app import __version__
 from app.errors import FoyaError
 from app.failpoints import failpoint
-from app.files import fsync_dir, write_json_atomic
+from app.files import LOCK_NAME, fsync_dir, write_json_atomic
 from app.metrics import BACKUP_STATUS_FILE
 from app.store import DB_NAME
 from app.store.backup import snapshot
@@ -48,7 +48,7 @@ MANIFEST = "manifest.json"
 DATA, HOME = "data", "home/.foya"
 # Live-only files: the lock, the socket and the database's own files (the snapshot stands in).
 SKIPPED = frozenset(
-    {"kernel.lock", "kernel.sock", BACKUP_STATUS_FILE}
+    {LOCK_NAME, "kernel.sock", BACKUP_STATUS_FILE}
     | {DB_NAME + suffix for suffix in ("", "-wal", "-shm", "-journal")}
 )
 CHUNK = 1024 * 1024
@@ -169,11 +169,21 @@ class _Hashing:
         return data
 
 
-def _archive_path(dest: Path) -> Path:
-    if dest.is_dir():
+def archive_path(dest: str | os.PathLike[str]) -> Path:
+    """Where a backup to `dest` goes: a dated file inside `dest` when it is a directory (an
+    existing one, or a path ending in `/`), else `dest` itself. A directory that does not
+    exist, or the missing directory of a file, is refused: never create a file in its place."""
+    raw = os.fspath(dest)
+    path = Path(raw).resolve()
+    if raw.endswith("/") or path.is_dir():
+        if not path.is_dir():
+            problem = "not a directory" if path.exists() else "directory does not exist"
+            raise BackupFailed(f"{raw}: {problem}")
         stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-        return dest / f"foya-backup-{stamp}.tar"
-    return dest
+        return path / f"foya-backup-{stamp}.tar"
+    if not path.parent.is_dir():
+        raise BackupFailed(f"{raw}: directory {path.parent} does not exist")
+    return path
 
 
 def remove_stale_partials(archive: Path) -> list[Path]:
@@ -208,15 +218,20 @@ def remove_stale_partials(archive: Path) -> list[Path]:
 
 
 def backup(
-    data_dir: Path, dest: Path, *, home: Path | None = None, progress: Progress | None = None
+    data_dir: Path,
+    dest: str | os.PathLike[str],
+    *,
+    home: Path | None = None,
+    progress: Progress | None = None,
 ) -> Report:
     """Write a backup of `data_dir` (and `home`, e.g. ~/.foya, if it exists) to `dest` (a file,
-    or a directory to put a dated file in). Safe while a kernel runs on `data_dir`."""
+    or a directory to put a dated file in: see `archive_path`). Safe while a kernel runs on
+    `data_dir`."""
     started = time.monotonic()
     data_dir = data_dir.resolve()
     if not (data_dir / DB_NAME).is_file():
         raise BackupFailed(f"{data_dir} holds no {DB_NAME}: not a Foya data directory")
-    archive = _archive_path(dest.resolve())
+    archive = archive_path(dest)
     if archive.is_relative_to(data_dir):
         raise BackupFailed("the backup must be written outside the data directory it copies")
     if archive.exists():

@@ -6,21 +6,24 @@ event stream is opened before the turn is submitted, and the kernel's `: ok` com
 the subscription exists) is awaited first, so no event of the turn can be missed.
 
 Exit codes: 0 completed, 1 failed or a kernel error response, 2 kernel unreachable, 130 cancelled.
+Where the kernel is (`Target`), its error answers and what to say when it gives none come from
+app.ops.rest, as for every other client.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import ssl
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, TextIO
 
 import httpx
 
-OK, FAILED, UNREACHABLE, CANCELLED = 0, 1, 2, 130
+from app.ops.rest import FAILED, OK, UNREACHABLE, KernelError, Target, Unreachable, kernel_error
+from app.ops.rest import unreachable as no_answer
+
+CANCELLED = 130
 EXIT_BY_STATUS = {"completed": OK, "failed": FAILED, "cancelled": CANCELLED}
 REQUEST_TIMEOUT = httpx.Timeout(30.0)
 # The kernel sends a heartbeat comment every 15 s of silence; four missed ones mean it is gone.
@@ -29,39 +32,16 @@ DECISIONS = {"y": "approved", "n": "denied", "a": "approved_for_session"}
 DETAIL_CHARS = 300
 
 
-class KernelError(Exception):
-    """The kernel answered with an error status and its `{"code", "message"}` body."""
-
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(f"{status} {code}: {message}")
-        self.status, self.code, self.message = status, code, message
-
-
-@dataclass(frozen=True)
-class Target:
-    """Where the kernel listens: a Unix socket, or a URL with an optional token and CA file."""
-
-    socket: Path | None = None
-    url: str | None = None
-    token: str | None = None
-    cacert: Path | None = None
-
-    def where(self) -> str:
-        return self.url if self.url else str(self.socket)
-
-    def client(self) -> httpx.Client:
-        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
-        if self.url is None:
-            transport = httpx.HTTPTransport(uds=str(self.socket))
-            return httpx.Client(
-                transport=transport, base_url="http://foya", timeout=REQUEST_TIMEOUT
-            )
-        verify: ssl.SSLContext | bool = True
-        if self.cacert is not None:
-            verify = ssl.create_default_context(cafile=str(self.cacert))
-        return httpx.Client(
-            base_url=self.url, headers=headers, verify=verify, timeout=REQUEST_TIMEOUT
-        )
+def http_client(target: Target) -> httpx.Client:
+    """An httpx client for `target` (raises `Unreachable` for a --cacert it cannot load)."""
+    if target.url is None:
+        transport = httpx.HTTPTransport(uds=str(target.socket))
+        return httpx.Client(transport=transport, base_url="http://foya", timeout=REQUEST_TIMEOUT)
+    headers = {"Authorization": f"Bearer {target.token}"} if target.token else {}
+    verify = target.ssl_context() if target.url.startswith("https:") else True
+    return httpx.Client(
+        base_url=target.url, headers=headers, verify=verify, timeout=REQUEST_TIMEOUT
+    )
 
 
 @dataclass(frozen=True)
@@ -78,13 +58,7 @@ def checked(response: httpx.Response) -> httpx.Response:
     """`response`, or a `KernelError` carrying the kernel's error body."""
     if response.status_code < 400:
         return response
-    response.read()
-    try:
-        body = response.json()
-        code, message = str(body["code"]), str(body["message"])
-    except (ValueError, KeyError, TypeError):
-        code, message = "http_error", response.text.strip()[:200] or response.reason_phrase
-    raise KernelError(response.status_code, code, message)
+    raise kernel_error(response.status_code, response.read(), response.reason_phrase)
 
 
 def sse_frames(lines: Iterator[str]) -> Iterator[tuple[str, Any] | None]:
@@ -200,8 +174,7 @@ class Exec:
         self.printed = ""
 
     def approve(self, request: dict[str, Any]) -> None:
-        detail = str(request.get("resource") or request.get("detail") or "")[:DETAIL_CHARS]
-        what = f"{request.get('tool_name')} {request.get('action')} {detail}".rstrip()
+        what = describe(request)
         if self.opts.approve_all:
             decision = "approved"
             self.note(f"foya: approved {what} (--approve-all)")
@@ -229,12 +202,22 @@ class Exec:
         checked(self.http.post(f"/sessions/{self.session}/cancel"))
 
 
+def describe(request: dict[str, Any]) -> str:
+    """An approval request in a few words: the tool, what it does when that is not its name
+    (`edit (write)`, `bash (execute)`), and what it touches."""
+    tool, action = str(request.get("tool_name")), str(request.get("action"))
+    what = tool if action == tool else f"{tool} ({action})"
+    target = str(request.get("resource") or request.get("detail") or "")[:DETAIL_CHARS]
+    outside = " [outside the working directory]" if request.get("scope") == "outside" else ""
+    return f"{what} {target}".rstrip() + outside
+
+
 def run_exec(target: Target, opts: ExecOptions, out: TextIO, err: TextIO, stdin: TextIO) -> int:
     """Run one turn; the process exit code."""
     try:
-        http = target.client()
-    except (ssl.SSLError, OSError) as exc:
-        err.write(f"foya: --cacert: cannot load {target.cacert} ({exc})\n")
+        http = http_client(target)
+    except Unreachable as exc:
+        err.write(f"foya: {exc}\n")
         return UNREACHABLE
     with http:
         job = Exec(http, opts, out, err, stdin)
@@ -248,15 +231,11 @@ def run_exec(target: Target, opts: ExecOptions, out: TextIO, err: TextIO, stdin:
                     job.cancel()
             return CANCELLED
         except KernelError as exc:
-            job.note(f"foya: the kernel answered {exc.status} {exc.code}: {exc.message}")
+            job.note(f"foya: {target.explain(exc)}")
             return FAILED
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
-            job.note(
-                f"foya: cannot reach the kernel at {target.where()} ({exc}); "
-                "is `foya serve` running?"
-            )
+            job.note(f"foya: {no_answer(target, exc)}")
             return UNREACHABLE
         except httpx.TransportError as exc:
-            reason = str(exc) or type(exc).__name__
-            job.note(f"foya: lost the connection to the kernel at {target.where()} ({reason})")
+            job.note(f"foya: {no_answer(target, exc, connecting=False)}")
             return UNREACHABLE

@@ -24,7 +24,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from app.errors import FoyaError
-from app.files import fsync_dir
+from app.files import LOCK_NAME, fsync_dir
 from app.ops.backup import CHUNK, DATA, FORMAT, FORMAT_VERSION, HOME, MANIFEST, Progress, Report
 from app.store import DB_NAME
 from app.store.backup import inspect
@@ -132,7 +132,7 @@ def _write_verified(
 
 def _hold_if_locked(data_dir: Path) -> int | None:
     """Take the data dir's kernel lock without writing to it; refuse if a kernel holds it."""
-    lock = data_dir / "kernel.lock"
+    lock = data_dir / LOCK_NAME
     try:
         fd = os.open(lock, os.O_RDONLY | os.O_CLOEXEC)
     except FileNotFoundError:

@@ -18,9 +18,9 @@ class TunnelConfig:
     remote_port: int = 8787
     local_port: int = 0  # 0: a free port, kept across reconnections
     remote_foya: str = "foya"  # resolved by the remote's non-interactive PATH unless a path
-    remote_data_dir: str | None = None  # --data-dir; None: the remote foya's default
+    remote_data_dir: str | None = None  # None: the remote's default (app.ops.tunnel.remote)
     remote_token_hash_file: str = "~/.config/foya/auth-token.sha256"  # noqa: S105 (a path)
-    remote_log_file: str | None = None  # default <data-dir>/kernel.log or ~/.local/share/foya/…
+    remote_log_file: str | None = None  # None: <data-dir>/kernel.log
     ssh: str = "ssh"
     ssh_options: tuple[str, ...] = ()  # e.g. ("-p", "2222", "-i", key, "-o", "User=me")
     ready_timeout: float = 30.0

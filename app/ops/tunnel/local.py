@@ -22,6 +22,10 @@ Known limits:
 
 Exit codes: 0 stopped (`stop`, SIGINT, SIGTERM); 1 ssh failed or the kernel never became ready;
 2 bad configuration (no ssh, local port taken, token rejected, remote foya or digest missing).
+
+`stop_remote` (`foya tunnel --stop`) is the other way out: one ssh run of `remote.stop_script`,
+which stops the kernel a tunnel started there. Exit codes: 0 stopped (or none was running),
+1 ssh failed, 2 that PID is no kernel a tunnel started, or it did not stop.
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ from typing import IO, TextIO
 import httpx
 
 from app.ops.tunnel.config import TunnelConfig
-from app.ops.tunnel.remote import start_script
+from app.ops.tunnel.remote import start_script, stop_script
 
 OK, FAILED, CONFIG = 0, 1, 2
 BACKOFF_FIRST, BACKOFF_MAX = 0.5, 10.0
@@ -163,14 +167,9 @@ class Tunnel:
                     return
                 delay = min(delay * 2, BACKOFF_MAX)
 
-    def _ssh(self, *args: str) -> list[str]:
-        c = self.config
-        return [c.ssh, *FIXED_OPTIONS, *c.ssh_options, *DEFAULT_OPTIONS, *args]
-
     def _ensure_kernel(self) -> None:
-        command = f"sh -c {shlex.quote(start_script(self.config))}"
-        argv = self._ssh("-T", "-o", "ClearAllForwardings=yes", "--", self.config.destination)
-        with _spawn([*argv, command], stdout=subprocess.PIPE) as (proc, errors):
+        argv = _remote_sh(self.config, start_script(self.config))
+        with _spawn(argv, stdout=subprocess.PIPE) as (proc, errors):
             code = self._wait(proc, timeout=self.config.ready_timeout + 20)
             out = proc.stdout.read().decode(errors="replace") if proc.stdout else ""
             err = _last_line(errors)
@@ -185,7 +184,7 @@ class Tunnel:
 
     def _tunnel_argv(self) -> list[str]:
         forward = f"127.0.0.1:{self.local_port}:127.0.0.1:{self.config.remote_port}"
-        argv = self._ssh("-N", "-o", "ExitOnForwardFailure=yes", "-L", forward, "--")
+        argv = _ssh(self.config, "-N", "-o", "ExitOnForwardFailure=yes", "-L", forward, "--")
         return [*argv, self.config.destination]
 
     def _await_ready(self, client: httpx.Client, *, first: bool) -> bool:
@@ -261,6 +260,40 @@ def run(
 ) -> int:
     """Run a tunnel until stopped; messages go to `stderr` as `foya tunnel: …` lines."""
     return Tunnel(config, on_ready=on_ready, stop=stop, stderr=stderr).run()
+
+
+def stop_remote(
+    config: TunnelConfig, *, on_done: Callable[[str], None], stderr: TextIO | None = None
+) -> int:
+    """Stop the kernel a tunnel started on `config.destination` (see the module docstring);
+    `on_done` gets the remote's one-line report, failures go to `stderr`."""
+    err = stderr if stderr is not None else sys.stderr
+    if shutil.which(config.ssh) is None:
+        print(f"foya tunnel: {config.ssh}: command not found", file=err, flush=True)
+        return CONFIG
+    with _spawn(_remote_sh(config, stop_script(config)), stdout=subprocess.PIPE) as (proc, errors):
+        try:
+            code = proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            code = None
+        out = proc.stdout.read().decode(errors="replace").strip() if proc.stdout else ""
+        message = _last_line(errors)
+    if code == 0:
+        on_done(out.splitlines()[-1] if out else "stopped")
+        return OK
+    where = f"ssh {config.destination}" if code in (None, 255) else config.destination
+    print(f"foya tunnel: {where}: {message}", file=err, flush=True)
+    return FAILED if code in (None, 255) else CONFIG
+
+
+def _ssh(config: TunnelConfig, *args: str) -> list[str]:
+    return [config.ssh, *FIXED_OPTIONS, *config.ssh_options, *DEFAULT_OPTIONS, *args]
+
+
+def _remote_sh(config: TunnelConfig, script: str) -> list[str]:
+    """ssh argv that runs `script` with sh on the remote (no forwardings, no terminal)."""
+    argv = _ssh(config, "-T", "-o", "ClearAllForwardings=yes", "--", config.destination)
+    return [*argv, f"sh -c {shlex.quote(script)}"]
 
 
 @contextlib.contextmanager

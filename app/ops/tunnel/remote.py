@@ -1,5 +1,7 @@
-"""The remote half of `foya tunnel`: the POSIX sh script, run through `ssh <dest> sh -c`, that
-starts a kernel on the remote's loopback unless something already listens on its port."""
+"""The remote half of `foya tunnel`: the POSIX sh scripts, run through `ssh <dest> sh -c`, that
+start a kernel on the remote's loopback unless something already listens on its port, and
+(`--stop`) stop the kernel a tunnel started. Both find the data dir the same way: see
+`data_dir`."""
 
 from __future__ import annotations
 
@@ -22,19 +24,24 @@ def sh_path(path: str) -> str:
     return shlex.quote(path)
 
 
+def data_dir(config: TunnelConfig) -> str:
+    """The data dir as a sh word: --remote-data-dir, else what `foya serve` there would use by
+    default (FOYA_DATA_DIR, else platformdirs' `$XDG_CONFIG_HOME/foya`, `~/.config/foya`)."""
+    if config.remote_data_dir:
+        return sh_path(config.remote_data_dir)
+    return '"${FOYA_DATA_DIR:-${XDG_CONFIG_HOME:-$HOME/.config}/foya}"'
+
+
 def start_script(config: TunnelConfig) -> str:
-    """The remote sh script: start the kernel detached unless 127.0.0.1:<port> is taken."""
+    """The remote sh script: start the kernel detached unless 127.0.0.1:<port> is taken. It
+    serves `--data-dir` explicitly and logs to `<data-dir>/kernel.log` (or --remote-log-file)."""
     foya, digest = sh_path(config.remote_foya), sh_path(config.remote_token_hash_file)
-    data = ["--data-dir", sh_path(config.remote_data_dir)] if config.remote_data_dir else []
-    log_path = config.remote_log_file or (
-        f"{config.remote_data_dir.rstrip('/')}/kernel.log"
-        if config.remote_data_dir
-        else "~/.local/share/foya/run/kernel.log"
-    )
-    log = sh_path(log_path)
+    log = sh_path(config.remote_log_file) if config.remote_log_file else '"$d/kernel.log"'
     listen = f"127.0.0.1:{config.remote_port}"
-    serve = " ".join([foya, "serve", "--listen", listen, *data, "--auth-token-hash-file", digest])
-    return f"""listening() {{
+    serve = f'{foya} serve --listen {listen} --data-dir "$d" --auth-token-hash-file {digest}'
+    return f"""d={data_dir(config)}
+log={log}
+listening() {{
   for f in /proc/net/tcp /proc/net/tcp6; do
     [ -r "$f" ] && awk -v p={config.remote_port:04X} {shlex.quote(_LISTEN_AWK)} "$f" && return 0
   done
@@ -43,18 +50,44 @@ def start_script(config: TunnelConfig) -> str:
 listening && {{ echo "kernel already running on {listen}"; exit 0; }}
 command -v {foya} >/dev/null 2>&1 || {{ echo "cannot run "{foya}" on the remote" >&2; exit 3; }}
 [ -r {digest} ] || {{ echo "cannot read the token digest "{digest}" on the remote" >&2; exit 3; }}
-mkdir -p "$(dirname {log})" || exit 3
+(umask 077 && mkdir -p "$d" "$(dirname "$log")" && : >>"$log") || exit 3
 s=; command -v setsid >/dev/null 2>&1 && s=setsid
-nohup $s {serve} --allow-plaintext </dev/null >>{log} 2>&1 &
+nohup $s {serve} --allow-plaintext </dev/null >>"$log" 2>&1 &
 pid=$!
 i=0
 while [ $i -lt 100 ]; do
-  listening && {{ echo "started the kernel on {listen} (pid $pid, log "{log}")"; exit 0; }}
+  listening && {{ echo "started the kernel on {listen} (pid $pid, log $log)"; exit 0; }}
   if ! kill -0 $pid 2>/dev/null; then
     listening && exit 0
-    echo "foya serve exited at once: $(tail -n 1 {log})" >&2; exit 4
+    echo "foya serve exited at once: $(tail -n 1 "$log")" >&2; exit 4
   fi
   sleep 0.1; i=$((i + 1))
 done
-echo "started the kernel on {listen} (pid $pid); still starting"
+echo "started the kernel on {listen} (pid $pid, log $log); still starting"
+"""
+
+
+def stop_script(config: TunnelConfig) -> str:
+    """The remote sh script of `foya tunnel --stop`: SIGTERM the kernel whose PID
+    `<data-dir>/kernel.lock` names, if it is one serving 127.0.0.1:<port> as `start_script`
+    starts it, and wait until it has exited (a clean stop removes the lock file).
+    Exit 0 stopped or nothing to stop, 3 not a kernel a tunnel started, 4 still running."""
+    listen = f"127.0.0.1:{config.remote_port}"
+    return f"""d={data_dir(config)}
+pid=$(cat "$d/kernel.lock" 2>/dev/null)
+alive() {{ [ -r /proc/$pid/stat ] && [ "$(sed 's/.*) //' /proc/$pid/stat | cut -c1)" != Z ]; }}
+case "$pid" in ''|*[!0-9]*) echo "no kernel is running on $d"; exit 0;; esac
+alive || {{ echo "no kernel is running on $d (pid $pid has exited)"; exit 0; }}
+case "$(tr '\\0' ' ' </proc/$pid/cmdline)" in
+  *" serve --listen {listen} "*) ;;
+  *) echo "pid $pid (from $d/kernel.lock) is not a kernel foya tunnel started on {listen}; \
+left it running" >&2; exit 3;;
+esac
+kill -TERM $pid
+i=0
+while alive; do
+  [ $i -ge 150 ] && {{ echo "pid $pid did not stop within 15 s" >&2; exit 4; }}
+  sleep 0.1; i=$((i + 1))
+done
+echo "stopped the kernel on {listen} (pid $pid)"
 """
