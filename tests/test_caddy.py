@@ -4,6 +4,8 @@ The Caddyfile is used unchanged: its variables put the site on a plain-HTTP loop
 (FOYA_DOMAIN=http://127.0.0.1:PORT, FOYA_BIND=127.0.0.1, the catch-all on the same port), point
 it at the kernel (FOYA_UPSTREAM) and turn the admin API off. TLS and HTTP/2 are what Caddy adds
 for a real domain; `test_production_address_gets_automatic_https` checks that adapted config.
+deploy/Caddyfile.local, the loopback/LAN variant, is run with real TLS from Caddy's local CA: it
+never installs that CA into the system trust store, so it is safe to run here as root.
 
 Timing: the SSE latency test compares arrival times of the same frames on two subscriptions
 opened side by side, one through Caddy and one straight to the kernel, and bounds the median
@@ -19,6 +21,7 @@ import os
 import shutil
 import signal
 import socket
+import ssl
 import statistics
 import subprocess
 import threading
@@ -47,6 +50,7 @@ from helpers import (
 from streams_helpers import EventStream, Frame
 
 CADDYFILE = REPO / "Caddyfile"
+LOCAL_CADDYFILE = REPO / "deploy" / "Caddyfile.local"
 SSE_BOUND = 0.2  # seconds: the issue's bound on Caddy's added delay for an SSE frame
 TURNS = 5
 WAIT = 20.0  # upper bound on any wait here, only to never hang
@@ -80,18 +84,27 @@ def loopback_site(port: int, upstream: str) -> dict[str, str]:
 
 
 class Caddy:
-    """`caddy run` on the repository's Caddyfile; stopped by PID."""
+    """`caddy run` on the repository's Caddyfile (or `config` with `variables`); stopped by PID."""
 
-    def __init__(self, workdir: Path, port: int, upstream: str) -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        port: int,
+        upstream: str,
+        config: Path = CADDYFILE,
+        variables: dict[str, str] | None = None,
+    ) -> None:
         workdir.mkdir(parents=True, exist_ok=True)
         self.port = port
         self.url = f"http://127.0.0.1:{port}"
         self.log = workdir / "caddy.log"
+        if variables is None:
+            variables = loopback_site(port, upstream)
         with self.log.open("wb") as out:
             self.proc = subprocess.Popen(
-                [caddy_binary(), "run", "--config", str(CADDYFILE), "--adapter", "caddyfile"],
+                [caddy_binary(), "run", "--config", str(config), "--adapter", "caddyfile"],
                 cwd=workdir,
-                env=caddy_env(workdir, **loopback_site(port, upstream)),
+                env=caddy_env(workdir, **variables),
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -167,9 +180,11 @@ def stack(tmp_path_factory: pytest.TempPathFactory, token: str) -> Iterator[Stac
 # -------------------------------------------------------------------------- configuration
 
 
-def adapt(home: Path, **variables: str) -> subprocess.CompletedProcess[str]:
+def adapt(
+    home: Path, config: Path = CADDYFILE, **variables: str
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [caddy_binary(), "adapt", "--config", str(CADDYFILE), "--adapter", "caddyfile"],
+        [caddy_binary(), "adapt", "--config", str(config), "--adapter", "caddyfile"],
         env=caddy_env(home, **variables),
         capture_output=True,
         text=True,
@@ -211,13 +226,111 @@ def test_production_address_gets_automatic_https(tmp_path: Path) -> None:
     assert not any(t.startswith(("text/event-stream", "text/*", "*")) for t in types), types
     assert {h["handler"] for h in handlers(other)} == {"subroute", "static_response"}
 
-    # A LAN-only host binds where it is told; without FOYA_DOMAIN Caddy refuses to start.
+    # A LAN-only host binds where it is told.
     bound = json.loads(
         adapt(tmp_path, FOYA_DOMAIN="foya.example.com", FOYA_BIND="192.0.2.7").stdout
     )
     (server,) = bound["apps"]["http"]["servers"].values()
     assert server["listen"] == ["192.0.2.7:443"]
-    assert adapt(tmp_path).returncode != 0
+
+
+def test_a_missing_domain_is_refused_with_a_message_naming_it(tmp_path: Path) -> None:
+    done = adapt(tmp_path)
+    assert done.returncode != 0
+    assert "(FOYA_DOMAIN:is-not-set)" in done.stderr, done.stderr
+
+
+def site_handlers(config: dict[str, Any]) -> list[dict[str, Any]]:
+    """The handlers of the first site (the kernel's), in order."""
+    (server,) = config["apps"]["http"]["servers"].values()
+    return [h for h in handlers(server["routes"][0]) if h["handler"] != "subroute"]
+
+
+def test_local_caddyfile_is_the_same_site_on_loopback_with_its_own_ca(tmp_path: Path) -> None:
+    done = adapt(tmp_path, LOCAL_CADDYFILE)
+    assert done.returncode == 0 and not done.stderr.strip(), done  # no unformatted warning
+    local = json.loads(done.stdout)
+    production = json.loads(adapt(tmp_path, FOYA_DOMAIN="foya.example.com").stdout)
+    # The site itself (headers, encode, proxy) cannot drift from the production Caddyfile's.
+    assert site_handlers(local) == site_handlers(production)
+    assert local["admin"] == {"disabled": True}
+    assert local["apps"]["http"]["grace_period"] == 10 * 10**9
+    (server,) = local["apps"]["http"]["servers"].values()
+    # Loopback, an unprivileged port, no HTTP listener, and no change to the system trust store.
+    assert server["listen"] == ["127.0.0.1:8443"]
+    assert server["automatic_https"] == {"disable_redirects": True}
+    assert local["apps"]["pki"]["certificate_authorities"]["local"]["install_trust"] is False
+    site, other = server["routes"]
+    assert site["match"] == [{"host": ["localhost"]}]
+    assert "match" not in other
+    policies = local["apps"]["tls"]["automation"]["policies"]
+    assert {"subjects": ["localhost"], "issuers": [{"module": "internal"}]} in policies
+    # A LAN name and address, the same way.
+    lan = adapt(tmp_path, LOCAL_CADDYFILE, FOYA_DOMAIN="foya.lan", FOYA_BIND="192.0.2.7")
+    (server,) = json.loads(lan.stdout)["apps"]["http"]["servers"].values()
+    assert server["listen"] == ["192.0.2.7:8443"]
+    assert server["routes"][0]["match"] == [{"host": ["foya.lan"]}]
+    policies = json.loads(lan.stdout)["apps"]["tls"]["automation"]["policies"]
+    assert {"subjects": ["foya.lan"], "issuers": [{"module": "internal"}]} in policies
+
+
+def local_ca_root(home: Path) -> Path:
+    """The root certificate of Caddy's local CA, under `caddy_env(home)`'s XDG_DATA_HOME."""
+    return home / "data" / "caddy" / "pki" / "authorities" / "local" / "root.crt"
+
+
+def handshake(port: int, server_name: str | None) -> None:
+    """A TLS handshake with Caddy on 127.0.0.1:`port`, verifying nothing (only Caddy's answer)."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    with (
+        socket.create_connection(("127.0.0.1", port), timeout=WAIT) as raw,
+        context.wrap_socket(raw, server_hostname=server_name),
+    ):
+        pass
+
+
+def handshake_works(port: int, server_name: str) -> bool:
+    try:
+        handshake(port, server_name)
+    except (OSError, ssl.SSLError):
+        return False
+    return True
+
+
+def test_local_caddyfile_serves_the_kernel_over_tls_on_loopback(
+    stack: Stack, tmp_path: Path
+) -> None:
+    """deploy/Caddyfile.local as the README runs it: only the port and upstream differ here."""
+    (port,) = free_ports(1)
+    home = tmp_path / "caddy"
+    upstream = f"127.0.0.1:{stack.kernel.port}"
+    variables = {"FOYA_PORT": str(port), "FOYA_UPSTREAM": upstream}
+    caddy = Caddy(home, port, upstream, LOCAL_CADDYFILE, variables)
+    try:
+        caddy.wait_listening()
+        # The site's certificate is issued once Caddy listens: wait for a handshake that works.
+        wait_until(lambda: handshake_works(port, "localhost"), "caddy's certificate", WAIT)
+        trusted = ssl.create_default_context(cafile=str(local_ca_root(home)))
+        auth = {"Authorization": f"Bearer {stack.token}"}
+        url = f"https://localhost:{port}"
+        with httpx.Client(base_url=url, verify=trusted, headers=auth, timeout=WAIT) as client:
+            ready = client.get("/readyz")
+            assert ready.status_code == 200, ready.text
+            assert ready.headers["strict-transport-security"] == "max-age=31536000"
+            # The TLS name matches, the Host does not: the catch-all answers 421.
+            other = client.get("/readyz", headers={"Host": f"other.example:{port}"})
+            assert other.status_code == 421, other.text
+        # A TLS name Caddy has no certificate for (none at all, for an IP address): no handshake.
+        for name in (None, "other.example"):
+            with pytest.raises(ssl.SSLError):
+                handshake(port, name)
+        # disable_redirects: nothing on port 80 (no HTTP listener, no root needed).
+        assert caddy.proc.poll() is None
+        assert listeners(80) == [], "Caddy listens on port 80"
+    finally:
+        caddy.stop()
 
 
 # ------------------------------------------------------------------------------------ REST
