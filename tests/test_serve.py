@@ -403,6 +403,7 @@ def test_metrics_exposition(tcp_kernel: Kernel, token: str, digest: str, tmp_pat
     with tcp_kernel.client(token) as client:
         assert client.get("/readyz").status_code == 200
         assert client.get(unknown).status_code == 404
+        assert client.get("/openapi.json").status_code == 200
         response = client.get("/metrics")
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/plain")
@@ -420,6 +421,7 @@ def test_metrics_exposition(tcp_kernel: Kernel, token: str, digest: str, tmp_pat
         assert sample.labels["route"] in templates | {"unmatched"}
     by_labels = {(s.labels["method"], s.labels["route"], s.labels["status"]) for s in totals}
     assert ("GET", "/readyz", "200") in by_labels
+    assert ("GET", "/openapi.json", "200") in by_labels
     assert ("GET", "unmatched", "404") in by_labels
 
     latency = families["foya_http_request_duration_seconds"]

@@ -45,7 +45,13 @@ def route_template(scope: Scope) -> str:
     """The matched route's path template (`/sessions/{id}`), never the raw path."""
     route: Any = scope.get("route")
     path = getattr(route, "path", None)
-    return path if isinstance(path, str) else "unmatched"
+    if isinstance(path, str):
+        return path
+    if scope.get("endpoint") is not None and not scope.get("path_params"):
+        # A plain Starlette route (FastAPI's /openapi.json): matched, and without parameters
+        # its path is its template.
+        return str(scope.get("path", "unmatched"))
+    return "unmatched"
 
 
 class Observe:
