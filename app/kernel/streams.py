@@ -19,12 +19,11 @@ from app.store import Store
 PAGE = 500
 
 
-class SessionStream:
-    """One client's view of a session topic."""
+class ReplayStream:
+    """One client's view of a topic: stored events after `after` (page by page from `_page`),
+    then live ones. `after=None` means live only."""
 
-    def __init__(self, store: Store, session: str, sub: Subscription, after: int | None) -> None:
-        self.store = store
-        self.session = session
+    def __init__(self, sub: Subscription, after: int | None) -> None:
         self.sub = sub
         self._replaying = after is not None
         self._cursor = after or 0
@@ -44,7 +43,7 @@ class SessionStream:
             if self._pending:
                 return self._sent(self._pending.popleft())
             if self._replaying:
-                page = await self.store.events_after(self._cursor, PAGE, self.session)
+                page = await self._page(self._cursor)
                 if not page:
                     self._replaying = False
                     continue
@@ -83,3 +82,19 @@ class SessionStream:
         if event.seq > self._last_sent:
             self._last_sent = event.seq
         return event
+
+    async def _page(self, after: int) -> list[Event]:
+        """Up to `PAGE` stored events with a seq above `after`, oldest first."""
+        raise NotImplementedError
+
+
+class SessionStream(ReplayStream):
+    """One client's view of a session topic."""
+
+    def __init__(self, store: Store, session: str, sub: Subscription, after: int | None) -> None:
+        super().__init__(sub, after)
+        self.store = store
+        self.session = session
+
+    async def _page(self, after: int) -> list[Event]:
+        return await self.store.events_after(after, PAGE, self.session)
