@@ -43,7 +43,7 @@ CHECKS = [
     content_type_conformance,
     response_schema_conformance,
 ]
-STREAMS = ["/sessions/{session_id}/events"]
+STREAMS = ["/sessions/{session_id}/events", "/context/events"]
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,9 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     launcher = Launcher(base / "procs")
     try:
         with FakeProvider.running() as fake:
+            (base / "home").mkdir()
             env = base_env(
+                HOME=str(base / "home"),  # fuzzed POST /rules and /memories write under ~/.foya
                 FOYA_AUTH_TOKEN_SHA256=sha256_hex(TOKEN),
                 OPENAI_BASE_URL=fake.base_url,
                 ALL_PROXY=nowhere,

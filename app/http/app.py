@@ -14,6 +14,8 @@ from app.http.errors import install_error_handlers
 from app.http.guard import RequestGuard
 from app.http.middleware import BearerAuth, Observe
 from app.http.routes import artifacts, connections, files, projects, sessions, system, turns
+from app.http.routes import context as routes_context
+from app.http.routes import context_events as routes_context_events
 from app.http.sse import StreamSlots
 from app.kernel import Kernel
 
@@ -39,6 +41,8 @@ def create_api(kernel: Kernel, *, token_sha256: str | None, lifespan: Lifespan |
     _document_errors_truthfully(api)
     for module in (system, sessions, turns, files, artifacts, connections, projects):
         api.include_router(module.router(kernel))
+    api.include_router(routes_context.router(kernel))
+    api.include_router(routes_context_events.router(kernel))
     app: ASGIApp = RequestGuard(api, exempt=artifacts.is_upload)
     if token_sha256 is not None:
         app = BearerAuth(app, token_sha256)

@@ -10,6 +10,7 @@ import contextlib
 import datetime as dt
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 from app.broker import Broker
 from app.errors import BadRequest, FoyaError, Unavailable
@@ -33,6 +34,7 @@ from app.kernel.rewind import Rewinds
 from app.kernel.runner import Turns
 from app.kernel.sessions import Session, Sessions
 from app.kernel.streams import SessionStream
+from app.kernel.usercontext import ContextJournal, UserContext
 from app.kernel.workspace import Workspaces
 from app.metrics import Metrics
 from app.providers.base import ProviderError
@@ -76,6 +78,10 @@ class Kernel:
         self.sessions = Sessions(
             self.store, self.facts, self.projects, self.connections, settings.data_dir
         )
+        self.context_journal = ContextJournal(settings.data_dir, self.broker)
+        self.user_context = UserContext(
+            Path.home() / ".foya", settings.data_dir, self.projects, self.context_journal
+        )
         self.providers = Providers(self.connections)
         self.approvals = Approvals(metrics)
         self.queues = Queues()
@@ -117,6 +123,7 @@ class Kernel:
         self._started = True
         self.projects.load()
         self.connections.load()
+        self.context_journal.open()  # drops a torn last line, keeps the last 10,000 events
         await recover(self.store)
         # Cleanup a crash left undone (a deleted session's directories, a due prune) is not
         # needed to serve: it runs in the background, while the server starts answering.
