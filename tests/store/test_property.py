@@ -208,6 +208,10 @@ async def apply(store: Store, model: Model, op: tuple[Any, ...]) -> None:
         for m in s.msgs:
             if m.seq >= target:
                 m.active = False
+        # The rewind settles the file changes it takes back: nothing is left to review.
+        for seq, (p, b, a, state) in list(s.changes.items()):
+            if seq >= target and state == "pending":
+                s.changes[seq] = (p, b, a, "rewound")
         if s.checkpoint is not None and s.checkpoint["through_seq"] >= target:
             s.checkpoint = None
         s.boundaries = {r: b for r, b in s.boundaries.items() if b[1] < target}
