@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractAsyncContextManager, contextmanager, nullcontext
 from typing import Protocol
 
+from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from app.errors import FoyaError
@@ -168,3 +169,14 @@ async def _pump(source: EventSource, send: Send) -> None:
 async def _disconnected(receive: Receive) -> None:
     while (await receive())["type"] != "http.disconnect":
         pass
+
+
+class StreamRoute(Response):
+    """Lets a route return an `EventStreamResponse` (a pure ASGI callable) through FastAPI."""
+
+    def __init__(self, app: EventStreamResponse) -> None:
+        self.app = app
+        self.background = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.app(scope, receive, send)

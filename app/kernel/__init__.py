@@ -146,10 +146,12 @@ class Kernel:
     async def readiness(self) -> list[Check]:
         """Run every readiness check; raise `NotReady` listing the failures.
 
-        Results are reused for `READINESS_TTL` seconds so a busy prober costs no disk work."""
+        Results are reused for `READINESS_TTL` seconds so a busy prober costs no disk work; each
+        new result also sets the `foya_ready{check}` gauge."""
         now = time.monotonic()
         if self._readiness is None or now - self._readiness[0] > READINESS_TTL:
             self._readiness = (now, [await check() for check in self._checks])
+            self.metrics.record_readiness(self._readiness[1])
         checks = self._readiness[1]
         if not all(c.ok for c in checks):
             raise NotReady(checks)

@@ -17,10 +17,8 @@ from app import events as k
 from app.events import Event, compact_json
 from app.store import blobs
 
-
-def dumps(value: Any) -> str:
-    """Compact JSON, the one encoding of stored payloads and projection rows."""
-    return compact_json(value)
+#: The one encoding of stored payloads and projection rows.
+dumps = compact_json
 
 
 DAY_NS = 86_400 * 1_000_000_000

@@ -12,8 +12,7 @@ from fastapi import APIRouter, Header, Query, Request, Response
 
 from app.errors import BadRequest
 from app.http.models import SQLITE_END, NonNegative
-from app.http.routes.sessions import _Raw
-from app.http.sse import EventStreamResponse
+from app.http.sse import EventStreamResponse, StreamRoute
 from app.kernel import Kernel
 from app.kernel.usercontext.stream import context_events
 
@@ -52,6 +51,6 @@ def router(kernel: Kernel) -> APIRouter:
         """SSE: journal events after `after`/Last-Event-ID (all when neither), then live ones."""
         start = _after(after, last_event_id)
         slots = request.app.state.stream_slots  # None on the Unix socket: its one user
-        return _Raw(EventStreamResponse(lambda: context_events(journal, start), slots))
+        return StreamRoute(EventStreamResponse(lambda: context_events(journal, start), slots))
 
     return api

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Request, Response
-from starlette.types import Receive, Scope, Send
 
 from app.errors import BadRequest
 from app.events import Message, Usage
@@ -16,21 +15,10 @@ from app.http.models import (
     NonNegative,
     UpdateSession,
 )
-from app.http.sse import EventStreamResponse
+from app.http.sse import EventStreamResponse, StreamRoute
 from app.kernel import Kernel
 from app.kernel.sessions import Session
 from app.kernel.usage import UsageReport
-
-
-class _Raw(Response):
-    """Lets a route return a pure ASGI callable (the SSE stream) through FastAPI."""
-
-    def __init__(self, app: EventStreamResponse) -> None:
-        self.app = app
-        self.background = None
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await self.app(scope, receive, send)
 
 
 def _after(after: int | None, last_event_id: str | None) -> int | None:
@@ -115,6 +103,8 @@ def router(kernel: Kernel) -> APIRouter:
         start = _after(after, last_event_id)
         await sessions.row(session_id)  # 404 before the stream starts
         slots = request.app.state.stream_slots  # None on the Unix socket: its one user
-        return _Raw(EventStreamResponse(lambda: kernel.session_events(session_id, start), slots))
+        return StreamRoute(
+            EventStreamResponse(lambda: kernel.session_events(session_id, start), slots)
+        )
 
     return api

@@ -5,21 +5,21 @@ rendered once per readiness result (the kernel reuses a result for a second) and
 rather than validated and serialized through pydantic models on every request (~12 µs of the
 route's ~20). `Readiness` still documents it in the OpenAPI schema.
 
-Each new readiness result also sets the `foya_ready{check}` gauge, and a scrape of `/metrics`
-evaluates readiness first (the kernel's cached result, if fresh): an alert on `foya_ready == 0`
-works even when nobody polls `/readyz`.
+A scrape of `/metrics` evaluates readiness first (the kernel's cached result, if fresh; each new
+result sets the `foya_ready{check}` gauge): an alert on `foya_ready == 0` works even when nobody
+polls `/readyz`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 from typing import Annotated, Literal
 
 from fastapi import APIRouter
 from fastapi.responses import PlainTextResponse, Response
 from pydantic import BaseModel
 
+from app.events import compact_json
 from app.http.models import one_of
 from app.kernel import Check, Kernel, NotReady
 from app.kernel.readiness import CheckName
@@ -57,23 +57,6 @@ def router(kernel: Kernel) -> APIRouter:
     )
 
     rendered: tuple[list[Check], bytes] | None = None
-    recorded: list[Check] | None = None
-
-    def record(checks: list[Check]) -> None:
-        nonlocal recorded
-        if checks is not recorded:  # a result the kernel reused is already in the gauge
-            kernel.metrics.record_readiness(checks)
-            recorded = checks
-
-    async def readiness() -> list[Check]:
-        """`kernel.readiness()` (raising `NotReady` like it), recorded in `foya_ready`."""
-        try:
-            checks = await kernel.readiness()
-        except NotReady as exc:
-            record(exc.checks)
-            raise
-        record(checks)
-        return checks
 
     @api.get(
         "/readyz",
@@ -83,7 +66,7 @@ def router(kernel: Kernel) -> APIRouter:
     async def readyz() -> Response:
         """Readiness: database, data directory and disk checks; 503 names the failing one."""
         nonlocal rendered
-        checks = await readiness()
+        checks = await kernel.readiness()
         if rendered is None or rendered[0] is not checks:
             rendered = (checks, _ready_body(checks))
         return Response(rendered[1], media_type="application/json")
@@ -92,12 +75,11 @@ def router(kernel: Kernel) -> APIRouter:
     async def metrics() -> Response:
         """Prometheus text exposition of the app-owned registry, readiness checks included."""
         with contextlib.suppress(NotReady):
-            await readiness()
+            await kernel.readiness()
         return Response(kernel.metrics.render(), media_type=CONTENT_TYPE)
 
     return api
 
 
 def _ready_body(checks: list[Check]) -> bytes:
-    body = {"status": "ready", "checks": [vars(c) for c in checks]}
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+    return compact_json({"status": "ready", "checks": [vars(c) for c in checks]}).encode()
