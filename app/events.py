@@ -104,6 +104,7 @@ class InputContext(TypedDict, total=False):
     skill_ref: str
     attachments: list[dict[str, Any]]  # committed AttachmentRefs (app.artifacts)
     browser_elements: list[dict[str, Any]]  # trimmed strings (older versions kept more)
+    command: str  # the name of the command (`POST …/commands/{name}`) the input came from
 
 
 def input_context(source: InputContext) -> InputContext:
@@ -115,6 +116,8 @@ def input_context(source: InputContext) -> InputContext:
         out["attachments"] = source["attachments"]
     if source.get("browser_elements"):
         out["browser_elements"] = source["browser_elements"]
+    if source.get("command"):
+        out["command"] = source["command"]
     return out
 
 
@@ -128,7 +131,6 @@ class Message(InputContext, total=False):
     role: Required[str]
     content: Any
     model_content: Any
-    command: str
     workspace_files: list[Any]
     event_seq: int
     created_at: str
@@ -173,6 +175,9 @@ class ContextRequestAccepted(TypedDict):
     usage: TokenCounts
     payload_bytes: int
     checkpoint_id: str | None
+    # Estimated tokens of the user's context in the system prompt (rules, memory, skills,
+    # AGENTS.md): a later estimate corrects the real count by how much it has changed since.
+    context_tokens: NotRequired[int]
 
 
 class ToolBegin(TypedDict):

@@ -219,13 +219,15 @@ async def measure_assembly(
                 t1 = time.perf_counter_ns()
                 checkpoint = await store.checkpoint(sid)
                 t2 = time.perf_counter_ns()
-                messages = context.build(cwd, history, checkpoint)
+                user = await turns.steps._user_context(row, cwd, history)
+                messages = context.build(user.system, history, checkpoint, user.expanded)
                 t3 = time.perf_counter_ns()
                 accepted = await store.boundary(sid, route)
-                estimate = turns.steps._estimate(accepted, messages, history, checkpoint)
+                estimate = turns.steps._estimate(accepted, messages, history, checkpoint, user)
                 t4 = time.perf_counter_ns()
                 r0 = time.perf_counter_ns()
-                request, _, through, _ = await turns.steps._request(Run(sid), row, cwd)
+                request = await turns.steps._request(Run(sid), row, cwd)
+                through = request.through_seq
                 r1 = time.perf_counter_ns()
                 if checkpoint is not None:
                     a0 = time.perf_counter_ns()
@@ -245,8 +247,8 @@ async def measure_assembly(
                 sizes = {
                     "history_messages": len(history),
                     "model_messages": len(messages),
-                    "request_messages": len(request.messages),
-                    "request_bytes": len(json.dumps(request.messages, ensure_ascii=False)),
+                    "request_messages": len(request.chat.messages),
+                    "request_bytes": len(json.dumps(request.chat.messages, ensure_ascii=False)),
                     "estimate_tokens": estimate,
                     "checkpoint": checkpoint is not None,
                     "through_seq": through,

@@ -30,9 +30,11 @@ from helpers import (
 
 @pytest.fixture(scope="session", autouse=True)
 def isolated_config_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """Keep every subprocess away from the real `<user config dir>/foya`."""
+    """Keep every kernel, in process or not, away from the real `<user config dir>/foya` and
+    the real `~/.foya` (rules, memory and skills there would reach the model's requests)."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("xdg-config")))
+        mp.setenv("HOME", str(tmp_path_factory.mktemp("home")))
         yield
 
 

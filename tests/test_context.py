@@ -391,7 +391,7 @@ def test_to_openai_converts_each_role() -> None:
 def test_build_without_a_checkpoint_is_the_system_prompt_and_every_message() -> None:
     h = History()
     h.user("one"), h.calls("c1"), h.result("c1", "r"), h.assistant("two")
-    messages = build(CWD, h.messages)
+    messages = build(system_message(CWD), h.messages)
     assert messages[0] == system_message(CWD)
     assert str(CWD) in messages[0]["content"]
     assert [m["role"] for m in messages] == ["system", "user", "assistant", "tool", "assistant"]
@@ -404,7 +404,7 @@ def test_build_with_a_checkpoint_puts_the_summary_in_place_of_what_it_covers() -
     through = h.user("covered too")
     call, result, u = h.calls("c1"), h.result("c1", "r"), h.user("new question")
     cp = {"summary": "## Goal\nship it", "through_seq": through["event_seq"]}
-    messages = build(CWD, h.messages, cp)
+    messages = build(system_message(CWD), h.messages, cp)
     assert messages[0] == system_message(CWD)
     assert messages[1] == summary_message("## Goal\nship it")
     assert messages[1] == {
@@ -419,7 +419,7 @@ def test_build_with_a_checkpoint_at_the_head_is_the_summary_alone() -> None:
     h = History()
     h.user(), h.assistant()
     cp = {"summary": "S", "through_seq": h.messages[-1]["event_seq"]}
-    assert build(CWD, h.messages, cp) == [system_message(CWD), summary_message("S")]
+    assert build(system_message(CWD), h.messages, cp) == [system_message(CWD), summary_message("S")]
 
 
 def test_build_closes_calls_that_never_got_a_result() -> None:
@@ -428,7 +428,7 @@ def test_build_closes_calls_that_never_got_a_result() -> None:
     h.calls("c1", "c2")
     h.result("c2", "done")
     h.user("again")
-    messages = build(CWD, h.messages)
+    messages = build(system_message(CWD), h.messages)
     roles = [(m["role"], m.get("tool_call_id")) for m in messages]
     assert roles == [
         ("system", None),
@@ -451,7 +451,10 @@ def test_estimate_of_a_compacted_input_is_smaller() -> None:
     chosen = plan(h.messages, 0)
     assert chosen is not None
     cp = {"summary": "short", "through_seq": chosen.through_seq}
-    compacted, raw = build(CWD, h.messages, cp), build(CWD, h.messages)
+    compacted, raw = (
+        build(system_message(CWD), h.messages, cp),
+        build(system_message(CWD), h.messages),
+    )
     assert estimate_tokens(compacted) < estimate_tokens(raw) / 10
 
 
@@ -501,7 +504,7 @@ def test_a_checkpoint_made_like_the_compactor_does_is_accepted_by_the_store(
 ) -> None:
     history, loaded, same = _store_roundtrip(tmp_path)
     assert loaded is not None and same
-    messages = build(CWD, history, loaded)
+    messages = build(system_message(CWD), history, loaded)
     contents = [m["content"] for m in messages[1:]]
     assert contents == [summary_message("S")["content"], "u2", "a2"]
     assert loaded["estimated_tokens_before"] > loaded["estimated_tokens_after"]

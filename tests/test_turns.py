@@ -50,7 +50,8 @@ from streams_helpers import Served, unix_kernel
 
 RUN_ID = re.compile(r"^[0-9a-f]{24}$")
 TC = "turn_complete"
-TOOL_NAMES = {"bash", "read", "write", "edit", "delete"}
+# The agent tools, then the context tools (issue 15).
+TOOL_NAMES = {"bash", "read", "write", "edit", "delete", "rule_load", "memory_remember"}
 
 
 @pytest.fixture(scope="module")

@@ -35,6 +35,8 @@ from app.kernel.runner import Turns
 from app.kernel.sessions import Session, Sessions
 from app.kernel.streams import SessionStream
 from app.kernel.usercontext import ContextJournal, UserContext
+from app.kernel.usercontext.prompt import PromptContext
+from app.kernel.usercontext.tools import context_tools
 from app.kernel.workspace import Workspaces
 from app.metrics import Metrics
 from app.providers.base import ProviderError
@@ -87,15 +89,18 @@ class Kernel:
         self.queues = Queues()
         # Foya's own data and secrets, but the managed workspaces tools work in.
         protected = ProtectedPaths(settings.protected_paths, (self.sessions.workspaces,))
+        self.prompt = PromptContext(self.user_context)
+        tools = registry(protected) | context_tools(self.prompt, self.user_context, self.projects)
         self.turns = Turns(
             self.sessions,
             self.store,
             self.providers,
             self.approvals,
             self.queues,
-            registry(protected),
+            tools,
             settings.data_dir,
             metrics,
+            self.prompt,
         )
         self.artifacts = SessionArtifacts(self.sessions)
         self.rewinds = Rewinds(self.sessions, self.store, self.turns, self.queues)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -31,14 +31,20 @@ def summary_message(summary: str) -> dict[str, Any]:
     }
 
 
-def system_message(cwd: Path) -> dict[str, Any]:
-    return {"role": "system", "content": SYSTEM_PROMPT.format(cwd=cwd)}
+def system_message(cwd: Path, user_context: str = "") -> dict[str, Any]:
+    """The system prompt, then the user's context sections (`usercontext.prompt`)."""
+    text = SYSTEM_PROMPT.format(cwd=cwd)
+    return {"role": "system", "content": f"{text}\n\n{user_context}" if user_context else text}
 
 
-def to_openai(message: Message) -> dict[str, Any] | None:
-    """One stored Message as a Chat Completions message (None for roles the model never sees)."""
+def to_openai(message: Message, expanded: Mapping[int, str] | None = None) -> dict[str, Any] | None:
+    """One stored Message as a Chat Completions message (None for roles the model never sees).
+    `expanded` gives the text the model gets instead, by event seq (a skill's instructions put
+    before the user's words)."""
     role = message.get("role")
     content = message.get("model_content") or message.get("content") or ""
+    if expanded and message.get("event_seq") in expanded:
+        content = expanded[int(message["event_seq"])]
     if role == "user":
         images = [a for a in message.get("attachments") or () if a.get("kind", "image") == "image"]
         if not images:
@@ -68,21 +74,25 @@ def to_openai(message: Message) -> dict[str, Any] | None:
 
 
 def build(
-    cwd: Path, history: list[Message], checkpoint: Checkpoint | None = None
+    system: dict[str, Any],
+    history: list[Message],
+    checkpoint: Checkpoint | None = None,
+    expanded: Mapping[int, str] | None = None,
 ) -> list[dict[str, Any]]:
-    """System prompt, the checkpoint's summary (if any) in place of the messages it covers, then
-    the active messages after it, with unanswered tool calls closed.
+    """The `system` message, the checkpoint's summary (if any) in place of the messages it
+    covers, then the active messages after it (`expanded` as in `to_openai`), with unanswered
+    tool calls closed.
 
     A turn cancelled mid-tool leaves an assistant message whose calls have no result; providers
     reject that, so such calls get a synthetic "cancelled" result here.
     """
-    messages = [system_message(cwd)]
+    messages = [system]
     if checkpoint is not None:
         messages.append(summary_message(str(checkpoint["summary"])))
         history = [m for m in history if int(m["event_seq"]) > int(checkpoint["through_seq"])]
     answered = {m.get("tool_call_id") for m in history if m.get("role") == "tool"}
     for message in history:
-        converted = to_openai(message)
+        converted = to_openai(message, expanded)
         if converted is None:
             continue
         messages.append(converted)

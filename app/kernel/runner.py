@@ -41,6 +41,7 @@ from app.kernel.steps import Run, Steps
 from app.kernel.titles import Titles
 from app.kernel.tooling import ToolRunner
 from app.kernel.turn import TurnCycle
+from app.kernel.usercontext.prompt import PromptContext
 from app.logs import get_logger
 from app.metrics import Metrics
 from app.store import Store
@@ -73,6 +74,7 @@ class Turns:
         tools: dict[str, Tool],
         data_dir: Path,
         metrics: Metrics,
+        prompt: PromptContext | None = None,
     ) -> None:
         self.sessions = sessions
         self.store = store
@@ -81,7 +83,9 @@ class Turns:
         self.compactor = Compactor(sessions, store, providers)
         self.titles = Titles(sessions, store, providers)
         self.tool_runner = ToolRunner(tools, approvals, providers, data_dir / "trash", store)
-        self.steps = Steps(sessions, store, providers, self.tool_runner, self.compactor, metrics)
+        self.steps = Steps(
+            sessions, store, providers, self.tool_runner, self.compactor, metrics, prompt
+        )
         self.cycle = TurnCycle(sessions, self.steps, self.titles)
         self.activities = Activities()
         self.runs: dict[str, Run] = {}  # the runner of each session in `turn`
@@ -121,11 +125,16 @@ class Turns:
         row = await self.sessions.row(session)
         return await inputs.accept(self.sessions.artifacts, self.sessions.connections, row, turn)
 
-    async def submit(self, session: str, turn: TurnInput) -> TurnAccepted:
+    async def submit(
+        self, session: str, turn: TurnInput, command: str | None = None
+    ) -> TurnAccepted:
         """Start a turn, or queue the input if the session is busy. A turn is answered
         `started` only once its opening facts are committed: one that cannot start (a full
-        disk, say) is refused and leaves nothing behind."""
+        disk, say) is refused and leaves nothing behind. `command` names the command the input
+        was expanded from; its message records it."""
         accepted = await self._accept(session, turn)
+        if command:
+            accepted["command"] = command
         queue = self.queues.of(session)
         if self.running(session) or (queue.items and queue.paused):
             item = await self._add_to_queue(session, accepted)

@@ -17,7 +17,7 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from app import events as k
 from app.errors import FoyaError
@@ -35,6 +35,8 @@ from app.kernel.ids import iso_now
 from app.kernel.providers import Providers
 from app.kernel.sessions import Sessions
 from app.kernel.tooling import Emit, ToolRunner, parsed
+from app.kernel.usercontext import prompt as usercontext
+from app.kernel.usercontext.prompt import PromptContext, Where
 from app.logs import get_logger
 from app.metrics import Metrics
 from app.providers.base import (
@@ -85,6 +87,26 @@ class Run:
         return message
 
 
+@dataclass(frozen=True)
+class UserInput:
+    """The user's context in a step's request: the system message, the text of messages that
+    named a skill (by event seq), and the estimated tokens of the context sections."""
+
+    system: dict[str, Any]
+    expanded: dict[int, str]
+    tokens: int
+
+
+class Request(NamedTuple):
+    """A step's model request and what its `context_request_accepted` records."""
+
+    chat: ChatRequest
+    route: str
+    through_seq: int
+    checkpoint_id: str | None
+    context_tokens: int
+
+
 @dataclass
 class Streamed:
     """What one model reply brought: its tool calls (by index) and its usage."""
@@ -116,6 +138,7 @@ class Steps:
         tool_runner: ToolRunner,
         compactor: Compactor,
         metrics: Metrics,
+        prompt: PromptContext | None = None,
     ) -> None:
         self.sessions = sessions
         self.store = store
@@ -123,6 +146,7 @@ class Steps:
         self.tool_runner = tool_runner
         self.compactor = compactor
         self.metrics = metrics
+        self.prompt = prompt
         self.log = get_logger("foya.turns")
 
     async def run(self, run: Run) -> bool:
@@ -141,9 +165,7 @@ class Steps:
                 raise exc from None
             return True
 
-    async def _request(
-        self, run: Run, row: dict[str, Any], cwd: Path
-    ) -> tuple[ChatRequest, str, int, str | None]:
+    async def _request(self, run: Run, row: dict[str, Any], cwd: Path) -> Request:
         """The step's model request (compacting first if it would not fit); its route, the last
         message seq it includes and the checkpoint it starts from."""
         connection = self.providers.connections.get(row["connection_id"])
@@ -153,8 +175,9 @@ class Steps:
             # Only the messages after the checkpoint are read: the summary stands for the rest.
             checkpoint, history, accepted = await self.store.request_inputs(run.session, route)
             after = int(checkpoint["through_seq"]) if checkpoint else 0
-            messages = context.build(cwd, history, checkpoint)
-            estimate = self._estimate(accepted, messages, history, checkpoint)
+            user = await self._user_context(row, cwd, history)
+            messages = context.build(user.system, history, checkpoint, user.expanded)
+            estimate = self._estimate(accepted, messages, history, checkpoint, user)
             if attempt or not compaction.over_budget(estimate, window, run.last_output):
                 break
             phase = "mid_turn" if run.steps else "pre_turn"
@@ -173,7 +196,40 @@ class Steps:
             reasoning_effort=row.get("reasoning_effort") or None,
         )
         last = int(history[-1]["event_seq"]) if history else after
-        return request, route, last, checkpoint["id"] if checkpoint else None
+        return Request(request, route, last, checkpoint["id"] if checkpoint else None, user.tokens)
+
+    async def _user_context(
+        self, row: dict[str, Any], cwd: Path, history: list[Message]
+    ) -> UserInput:
+        """The system message with the user's context (rules, memory, skills, AGENTS.md), and
+        the text of messages that named a skill, read off the event loop."""
+        if self.prompt is None:
+            return UserInput(context.system_message(cwd), {}, 0)
+        prompt = self.prompt
+        where = self.where(row, cwd)
+
+        def read() -> UserInput:
+            sections = prompt.sections(where, usercontext.activity(history, cwd))
+            text = "\n\n".join(s.text for s in sections)
+            expanded = {
+                int(m["event_seq"]): prompt.invoked_skill(
+                    str(m["skill_ref"]), where, str(m.get("content") or "")
+                )
+                for m in history
+                if m.get("role") == "user" and m.get("skill_ref")
+            }
+            tokens = compaction.estimate_tokens([{"content": text}]) if text else 0
+            return UserInput(context.system_message(cwd, text), expanded, tokens)
+
+        return await asyncio.to_thread(read)
+
+    def where(self, row: dict[str, Any], cwd: Path) -> Where:
+        """The session's project (if it still exists) and working directory."""
+        projects = self.sessions.projects
+        pid = row.get("project_id")
+        if pid and projects.exists(pid):
+            return Where(pid, Path(str(projects.get(pid)["path"])), cwd)
+        return Where(None, None, cwd)
 
     @staticmethod
     def _estimate(
@@ -181,17 +237,22 @@ class Steps:
         messages: list[dict[str, Any]],
         history: list[Message],
         checkpoint: Checkpoint | None,
+        user: UserInput,
     ) -> int:
         """Tokens of `messages`: the `accepted` request's real count for what it covered (if the
-        context below it has not changed since), plus an estimate of the rest."""
+        context below it has not changed since), corrected by how much the user's context grew
+        or shrank since, plus an estimate of the rest."""
         same_base = accepted is not None and accepted["checkpoint_id"] == (
             checkpoint["id"] if checkpoint else None
         )
         if accepted is None or not same_base or not accepted["input_tokens"]:
             return compaction.estimate_tokens(messages)
         newer = [m for m in history if int(m["event_seq"]) > accepted["through_seq"]]
-        return int(accepted["input_tokens"]) + compaction.estimate_tokens(
-            [context.to_openai(m) or {} for m in newer]
+        grown = user.tokens - int(accepted.get("context_tokens") or 0)
+        return (
+            int(accepted["input_tokens"])
+            + grown
+            + compaction.estimate_tokens([context.to_openai(m, user.expanded) or {} for m in newer])
         )
 
     async def _step(self, run: Run) -> bool:
@@ -199,9 +260,9 @@ class Steps:
         row = await self.sessions.row(run.session)
         cwd = self.sessions.workspace(row)
         provider = self.providers.for_session(row)
-        request, route, through_seq, checkpoint_id = await self._request(run, row, cwd)
+        request = await self._request(run, row, cwd)
         run.steps += 1
-        streamed = await self._stream(run, provider.stream(request))
+        streamed = await self._stream(run, provider.stream(request.chat))
         spent = usage.payload(row["model"], streamed.usage)
         drafts: list[EventDraft] = []
         if streamed.usage is not None:
@@ -213,17 +274,19 @@ class Steps:
             tokens.labels(row["model"], "cached").inc(spent["cached_tokens"])
         accepted: ContextRequestAccepted = {
             "session_id": run.session,
-            "route": route,
-            "through_seq": through_seq,
+            "route": request.route,
+            "through_seq": request.through_seq,
             "usage": {
                 "input_tokens": spent["input_tokens"],
                 "output_tokens": spent["output_tokens"],
                 "total_tokens": spent["total_tokens"],
                 "cached_tokens": spent["cached_tokens"],
             },
-            "payload_bytes": len(json.dumps(request.messages, ensure_ascii=False)),
-            "checkpoint_id": checkpoint_id,
+            "payload_bytes": len(json.dumps(request.chat.messages, ensure_ascii=False)),
+            "checkpoint_id": request.checkpoint_id,
         }
+        if request.context_tokens:
+            accepted["context_tokens"] = request.context_tokens
         drafts.append(self._draft(run, k.CONTEXT_REQUEST_ACCEPTED, accepted))
         tool_calls = [parsed(streamed.calls[i]) for i in sorted(streamed.calls)]
         drafts.append(self._draft(run, k.MESSAGE_END, self._reply(run, tool_calls)))

@@ -165,7 +165,7 @@ class ToolRunner:
             return ToolResult(f"unknown tool {call['name']!r}", is_error=True)
         if call.get("invalid"):
             return ToolResult("the tool arguments are not a JSON object", is_error=True)
-        ctx = ToolContext(cwd, self.trash, self._intend(session, intent))
+        ctx = ToolContext(cwd, self.trash, self._intend(session, intent), row.get("project_id"))
         args = call["input"]
         try:
             resource = tool.resource(args, ctx)

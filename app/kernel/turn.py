@@ -49,6 +49,8 @@ class TurnCycle:
             user["attachments"] = context["attachments"]
         if "browser_elements" in context:
             user["browser_elements"] = context["browser_elements"]
+        if "command" in context:
+            user["command"] = context["command"]
         started: TurnStarted = {"run_id": run.run_id, "started_at": run.started_at}
         await self.sessions.save(
             run.session,

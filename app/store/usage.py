@@ -59,10 +59,11 @@ def ledgers(conn: sqlite3.Connection, since_day: str) -> tuple[Any, Any, Any]:
 def boundary(conn: sqlite3.Connection, session: str, route: str) -> dict[str, Any] | None:
     row = conn.execute(
         "SELECT b.through_seq, b.input_tokens, b.output_tokens, b.total_tokens,"
-        " b.cached_tokens, b.payload_bytes, json_extract(e.payload_json, '$.checkpoint_id')"
+        " b.cached_tokens, b.payload_bytes, json_extract(e.payload_json, '$.checkpoint_id'),"
+        " json_extract(e.payload_json, '$.context_tokens')"
         " FROM context_accepted_boundaries b JOIN events e ON e.seq = b.event_seq"
         " WHERE b.session_id = ? AND b.route = ?",
         (session, route),
     ).fetchone()
-    keys = ("through_seq", *_TOKENS, "payload_bytes", "checkpoint_id")
+    keys = ("through_seq", *_TOKENS, "payload_bytes", "checkpoint_id", "context_tokens")
     return None if row is None else dict(zip(keys, row, strict=True))

@@ -58,12 +58,14 @@ async def _no_intent(intent: FileIntent) -> None:
 
 @dataclass(frozen=True)
 class ToolContext:
-    """Where a tool runs: the session's working directory, the kernel's trash, and where a
-    file tool announces a change before making it (awaited: durable when it returns)."""
+    """Where a tool runs: the session's working directory, the kernel's trash, where a file
+    tool announces a change before making it (awaited: durable when it returns), and the
+    session's project (None for a managed workspace)."""
 
     cwd: Path
     trash: Path
     intend: Callable[[FileIntent], Awaitable[None]] = _no_intent
+    project_id: str | None = None
 
 
 class Tool(Protocol):

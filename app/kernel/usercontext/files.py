@@ -59,7 +59,9 @@ class ContextFiles:
         self.rules_file = home / "rules" / "user_rules.md"
         self._cache: dict[Path, tuple[tuple[int, int], Any]] = {}
 
-    def _read(self, path: Path, parse: Callable[[str, os.stat_result], T]) -> T | None:
+    def cached(self, path: Path, parse: Callable[[str, os.stat_result], T]) -> T | None:
+        """`parse(text, stat)` of `path`, re-run only when its mtime or size changed; None when
+        the file is absent."""
         try:
             st = path.stat()
             key = (st.st_mtime_ns, st.st_size)
@@ -77,7 +79,7 @@ class ContextFiles:
     # Global rules -------------------------------------------------------------------------
 
     def global_rules(self) -> list[GlobalRule]:
-        found = self._read(self.rules_file, self._parse_global)
+        found = self.cached(self.rules_file, self._parse_global)
         return [(r.model_copy(deep=True), raw) for r, raw in found or []]
 
     def _parse_global(self, text: str, st: os.stat_result) -> list[GlobalRule]:
@@ -130,7 +132,7 @@ class ContextFiles:
                 if not name.lower().endswith(".md") or path.is_symlink():
                     continue
                 rel = path.relative_to(root).as_posix()
-                parsed = self._read(
+                parsed = self.cached(
                     path, partial(_parse_project, path=path, rel=rel, project_id=project_id)
                 )
                 if parsed is None:
@@ -171,7 +173,7 @@ class ContextFiles:
 
     def memory(self, project_id: str | None, project: Path | None) -> Memory | None:
         path = self.memory_file(project)
-        found = self._read(path, lambda t, s: _parse_memory(t, s, path, project_id))
+        found = self.cached(path, lambda t, s: _parse_memory(t, s, path, project_id))
         return found.model_copy(deep=True) if found is not None else None
 
     def write_memory(self, project: Path | None, memory: Memory | None) -> None:

@@ -247,12 +247,12 @@ class UserContext:
     # Memory settings ----------------------------------------------------------------------
 
     def _read_settings(self) -> MemorySettings:
-        try:
-            raw = json.loads(self.settings_file.read_text(encoding="utf-8"))
-        except (FileNotFoundError, ValueError):
-            return MemorySettings(enabled=True)  # Foya's default
-        enabled = raw.get("enabled") if isinstance(raw, dict) else None
-        return MemorySettings(enabled=enabled if isinstance(enabled, bool) else True)
+        found = self.files.cached(self.settings_file, _parse_settings)
+        return found if found is not None else MemorySettings(enabled=True)  # Foya's default
+
+    def memory_enabled(self) -> bool:
+        """The memory switch (blocking, but a stat when the file has not changed)."""
+        return self._read_settings().enabled
 
     async def memory_settings(self) -> MemorySettings:
         return await asyncio.to_thread(self._read_settings)
@@ -272,6 +272,15 @@ class UserContext:
                 "memory_settings_updated", {"memory_settings": settings.model_dump()}
             )
         return settings
+
+
+def _parse_settings(text: str, _: object) -> MemorySettings:
+    try:
+        raw = json.loads(text)
+    except ValueError:
+        raw = None
+    enabled = raw.get("enabled") if isinstance(raw, dict) else None
+    return MemorySettings(enabled=enabled if isinstance(enabled, bool) else True)
 
 
 def _apply_options(rule: Rule, fields: dict[str, Any]) -> None:
