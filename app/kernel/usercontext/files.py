@@ -78,9 +78,10 @@ class ContextFiles:
 
     # Global rules -------------------------------------------------------------------------
 
-    def global_rules(self) -> list[GlobalRule]:
-        found = self.cached(self.rules_file, self._parse_global)
-        return [(r.model_copy(deep=True), raw) for r, raw in found or []]
+    def global_rules(self, *, copy: bool = True) -> list[GlobalRule]:
+        """The global rules; `copy=False` shares the cached objects (never change them)."""
+        found = self.cached(self.rules_file, self._parse_global) or []
+        return [(r.model_copy(deep=True), raw) for r, raw in found] if copy else list(found)
 
     def _parse_global(self, text: str, st: os.stat_result) -> list[GlobalRule]:
         stamp = iso_time(st.st_mtime_ns)
@@ -117,8 +118,11 @@ class ContextFiles:
 
     # Project rules ------------------------------------------------------------------------
 
-    def project_rules(self, project_id: str, project: Path) -> list[tuple[Rule, Path]]:
-        """Every rule file below `<project>/.foya/rules` (at most three directories deep)."""
+    def project_rules(
+        self, project_id: str, project: Path, *, copy: bool = True
+    ) -> list[tuple[Rule, Path]]:
+        """Every rule file below `<project>/.foya/rules` (at most three directories deep);
+        `copy=False` shares the cached objects where it can (never change them)."""
         root = project / ".foya" / "rules"
         if not _plain_dirs(project, (".foya", "rules"), create=False) or not root.is_dir():
             return []
@@ -137,8 +141,9 @@ class ContextFiles:
                 )
                 if parsed is None:
                     continue
-                rule = parsed.model_copy(deep=True)
-                if rule.id in seen:
+                duplicate = parsed.id in seen
+                rule = parsed.model_copy(deep=True) if copy or duplicate else parsed
+                if duplicate:
                     rule.error = f"id {rule.id} is already used by another rule file"
                     rule.id = stable_id(str(path))
                 seen.add(rule.id)
@@ -171,10 +176,13 @@ class ContextFiles:
         parts = [p.replace(":", "_") for p in Path(os.path.normpath(project)).parts[1:]]
         return self.home / "memory" / "projects" / Path(*(parts or ["_root"])) / "project_memory.md"
 
-    def memory(self, project_id: str | None, project: Path | None) -> Memory | None:
+    def memory(
+        self, project_id: str | None, project: Path | None, *, copy: bool = True
+    ) -> Memory | None:
+        """The scope's memory; `copy=False` shares the cached object (never change it)."""
         path = self.memory_file(project)
         found = self.cached(path, lambda t, s: _parse_memory(t, s, path, project_id))
-        return found.model_copy(deep=True) if found is not None else None
+        return found.model_copy(deep=True) if found is not None and copy else found
 
     def write_memory(self, project: Path | None, memory: Memory | None) -> None:
         """Write the scope's one memory document (None leaves only the heading)."""

@@ -236,9 +236,12 @@ class PromptContext:
 
     def _rules(self, where: Where) -> list[Rule]:
         """The global rules, then the project's (each in file order)."""
-        found = [r for r, _ in self.files.global_rules()]
+        files = self.files
+        found = [r for r, _ in files.global_rules(copy=False)]
         if where.project_id is not None and where.project_root is not None:
-            found += [r for r, _ in self.files.project_rules(where.project_id, where.project_root)]
+            found += [
+                r for r, _ in files.project_rules(where.project_id, where.project_root, copy=False)
+            ]
         return found
 
     def find_rule(self, where: Where, name: str) -> Rule | None:
@@ -259,9 +262,9 @@ class PromptContext:
     def _memories(self, where: Where) -> list[Memory]:
         if not self.user_context.memory_enabled():
             return []
-        found = [self.files.memory(None, None)]
+        found = [self.files.memory(None, None, copy=False)]
         if where.project_id is not None and where.project_root is not None:
-            found.append(self.files.memory(where.project_id, where.project_root))
+            found.append(self.files.memory(where.project_id, where.project_root, copy=False))
         # A memory file over the API's size limit is reported by the API but still used here,
         # cut to the section's budget: it is the user's own text.
         return [m for m in found if m is not None]
