@@ -46,6 +46,7 @@ TOOL_END = "tool_end"
 APPROVAL_REQUEST = "approval_request"
 APPROVAL_RESOLVED = "approval_resolved"
 ERROR = "error"
+HOOK_COMPLETED = "hook_completed"
 #: Beyond Foya: the text generated so far, sent first to a client that joins mid-generation.
 MESSAGE_SNAPSHOT = "message_snapshot"
 
@@ -222,6 +223,21 @@ class ApprovalRequest(TypedDict):
 class ApprovalResolved(TypedDict):
     id: str
     decision: Literal["approved", "approved_for_session", "denied"]
+
+
+class HookCompleted(TypedDict):
+    """One run of a user's hook command (Foya's payload: every key is always there)."""
+
+    id: str
+    event_id: str
+    name: str
+    event: str
+    decision: Literal["none", "allow", "deny"]
+    halt: bool
+    reason: str
+    duration_ms: int
+    error: str
+    input_rewrite: bool
 
 
 class FileOutcome(TypedDict):

@@ -50,17 +50,24 @@ class Served:
         return self.kernel.client()
 
 
-def unix_kernel(launcher: Launcher, root: Path, name: str, *, ready: bool = True) -> Served:
-    """Start `foya serve --data-dir <root>/<name> --socket <root>/<name>.sock`.
+def unix_kernel(
+    launcher: Launcher,
+    root: Path,
+    name: str,
+    *,
+    ready: bool = True,
+    env: dict[str, str] | None = None,
+) -> Served:
+    """Start `foya serve --data-dir <root>/<name> --socket <root>/<name>.sock` (in `env`, e.g.
+    `base_env(HOME=…)` for a HOME of its own, else the launcher's default).
 
     `root` must be short (helpers.short_tmpdir): Unix socket paths stay below 108 bytes. An
     existing data directory is reused, so a second call with the same name is a restart.
     """
     data_dir = root / name
     sock = root / f"{name}.sock"
-    kernel = launcher(
-        ["serve", "--data-dir", str(data_dir), "--socket", str(sock)], uds=sock, ready=ready
-    )
+    args = ["serve", "--data-dir", str(data_dir), "--socket", str(sock)]
+    kernel = launcher(args, uds=sock, ready=ready, env=env)
     return Served(kernel, data_dir)
 
 

@@ -384,7 +384,8 @@ def test_to_openai_converts_each_role() -> None:
         "tool_call_id": "c1",
         "content": "ok",
     }
-    assert to_openai({"role": "system", "content": "x"}) is None
+    # A hook's note (a Stop hook's reason) reaches the model as a system message.
+    assert to_openai({"role": "system", "content": "x"}) == {"role": "system", "content": "x"}
     assert to_openai({"content": "x"}) is None
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 from helpers import Launcher, base_env, short_tmpdir
-from streams_helpers import Served, assert_error
+from streams_helpers import Served, assert_error, unix_kernel
 
 RULES = ("global", "project")
 
@@ -43,9 +43,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
 
 
 def start(launcher: Launcher, root: Path, home: Path) -> Served:
-    data_dir, sock = root / "k", root / "k.sock"
-    args = ["serve", "--data-dir", str(data_dir), "--socket", str(sock)]
-    return Served(launcher(args, uds=sock, env=base_env(HOME=str(home))), data_dir)
+    return unix_kernel(launcher, root, "k", env=base_env(HOME=str(home)))
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -88,7 +89,7 @@ def test_openapi_on_the_unix_socket(document: dict[str, Any]) -> None:
 
 def test_openapi_lists_every_route(document: dict[str, Any], tmp_path: Path) -> None:
     served = {
-        (method, path)
+        (method, re.sub(r"\{(\w+):\w+\}", r"{\1}", path))  # OpenAPI drops `{ref:path}`'s type
         for method, path in app_endpoints(tmp_path / "data", "ab" * 32)
         if method != "HEAD" and path != "/openapi.json"
     }

@@ -29,7 +29,7 @@ from fake_provider import (
     tools,
 )
 from helpers import Launcher, base_env, short_tmpdir
-from streams_helpers import Served
+from streams_helpers import unix_kernel
 
 ORDER = ("<project_guidance", "<foya_rules", "<foya_available_rules", "<foya_memories")
 
@@ -41,9 +41,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     launcher = Launcher(tmp_path_factory.mktemp("procs"))
     with FakeProvider.running() as fake, short_tmpdir() as root:
         try:
-            data_dir, sock = root / "k", root / "k.sock"
-            args = ["serve", "--data-dir", str(data_dir), "--socket", str(sock)]
-            served = Served(launcher(args, uds=sock, env=base_env(HOME=str(home))), data_dir)
+            served = unix_kernel(launcher, root, "k", env=base_env(HOME=str(home)))
             with served.client() as client:
                 client.timeout = httpx.Timeout(BOUND)
                 connection = connect(client, fake)
@@ -314,3 +312,84 @@ def test_memory_remember_is_refused_while_memory_is_off(agent: Agent) -> None:
     ends = payloads(frames, "tool_end")
     assert ends[0]["is_error"] and re.search("memory is switched off", ends[0]["output"])
     assert memory_content(agent, "global") == ""
+
+
+def write_skill(root: Path, name: str, description: str, body: str) -> Path:
+    path = root / name / "SKILL.md"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"---\nname: {name}\ndescription: {description}\n---\n{body}\n")
+    return path
+
+
+@pytest.fixture
+def skills(world: dict[str, Any]) -> Iterator[Path]:
+    """`~/.foya/skills`, emptied after the test."""
+    root = world["home"] / ".foya" / "skills"
+    yield root
+    for path in sorted(root.rglob("*"), reverse=True):
+        path.unlink() if path.is_file() else path.rmdir()
+
+
+def test_skills_are_listed_and_a_turn_s_skill_reaches_the_model(
+    world: dict[str, Any], agent: Agent, skills: Path
+) -> None:
+    write_skill(skills, "lint", "Run the linters and fix what they report.", "Step 1: ruff.")
+    write_skill(world["project"] / ".foya" / "skills", "review", "Review a diff.", "Read it all.")
+    s = project_session(world)
+    s.turn(answer("ok"), message="tidy up")
+    system = last_system(s)
+    assert '<skill ref="global:lint" name="lint" scope="global">' in system
+    assert "Run the linters and fix what they report." in system
+    assert f'ref="project:{world["pid"]}:review"' in system
+    assert "Step 1: ruff." not in system  # a catalog lists, the body comes on demand
+
+    s.push(answer("ok"))
+    with s.events() as events:
+        s.submit("please lint src/", skill_ref="global:lint")
+        events.until_kind("turn_complete")
+    user = s.chats(streaming=True)[-1].messages[-1]
+    assert user["role"] == "user"
+    assert '<invoked-skill ref="global:lint" name="lint">\nStep 1: ruff.' in user["content"]
+    assert "<user-message>\nplease lint src/\n</user-message>" in user["content"]
+    # What the user sees in the history is what they wrote.
+    stored = [m for m in s.history() if m["role"] == "user"][-1]
+    assert stored["content"] == "please lint src/" and stored["skill_ref"] == "global:lint"
+
+    # A pinned skill's instructions are in the catalog itself.
+    pinned = agent.client.patch("/skills/global:lint/pinned", json={"pinned": True})
+    assert pinned.status_code == 204, pinned.text
+    s.turn(answer("ok"))
+    assert "<pinned_instructions>\nStep 1: ruff.\n</pinned_instructions>" in last_system(s)
+
+
+def test_skill_tools_load_search_and_read_a_resource(agent: Agent, skills: Path) -> None:
+    path = write_skill(skills, "deploy", "Deploy the app.", "See references/steps.md.")
+    (path.parent / "references").mkdir()
+    (path.parent / "references" / "steps.md").write_text("1. build\n2. ship\n")
+    s = agent.session()
+    s.turn(
+        tools(
+            call("c1", "skill_load", {"name": "deploy"}),
+            call("c2", "skill_search", {"query": "deploy"}),
+            call("c3", "skill_read_resource", {"name": "deploy", "path": "references/steps.md"}),
+            call("c4", "skill_read_resource", {"name": "deploy", "path": "../../../etc/passwd"}),
+            call("c5", "skill_load", {"name": "nope"}),
+        ),
+        answer("ok"),
+    )
+    results = {m["tool_call_id"]: m for m in s.history() if m["role"] == "tool"}
+    assert "See references/steps.md." in results["c1"]["content"]
+    assert json.loads(results["c2"]["content"])[0]["ref"] == "global:deploy"
+    assert results["c3"]["content"] == "1. build\n2. ship\n"
+    assert results["c4"].get("is_error") and "root:" not in results["c4"]["content"]
+    assert results["c5"].get("is_error") and "not found" in results["c5"]["content"]
+
+
+def test_a_turn_naming_an_unknown_skill_fails_with_an_error(agent: Agent) -> None:
+    s = agent.session()
+    with s.events() as events:
+        s.submit("go", skill_ref="global:missing")
+        frames = events.until_kind("turn_complete")
+    assert "load selected skill 'global:missing'" in only(frames, "error")
+    assert only(frames, "turn_complete")["status"] == "failed"
+    assert s.chats(streaming=True) == []

@@ -60,19 +60,30 @@ def user_messages(s: Session) -> list[str]:
 # ------------------------------------------------------------------------------------- submit
 
 
-def test_submit_while_busy_is_queued_and_runs_after_the_turn(agent: Agent) -> None:
-    s = agent.session()
+def test_submit_while_busy_is_queued_and_runs_after_the_turn(
+    agent: Agent, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    # A project with a skill of its own: the queued input names it.
+    project = tmp_path_factory.mktemp("project")
+    (project / ".foya" / "skills" / "review").mkdir(parents=True)
+    (project / ".foya" / "skills" / "review" / "SKILL.md").write_text(
+        "---\nname: review\ndescription: Review a change.\n---\nRead the diff.\n"
+    )
+    made = agent.client.post("/projects", json={"path": str(project)})
+    assert made.status_code == 201, made.text
+    ref = f"project:{made.json()['id']}:review"
+    s = agent.session(project_id=made.json()["id"])
     gate, script = held(agent)
     s.push(script, answer("Second answer."))
     with s.events() as events:
         assert s.submit("first") == {"run_id": s.id, "status": "started"}
         events.until_kind("message_delta")
-        queued = s.submit("second", skill_ref="project:x:review")
+        queued = s.submit("second", skill_ref=ref)
         assert queued["status"] == "queued" and queued["run_id"] == s.id
         item = queued["queued"]
         assert set(item) >= ITEM_KEYS
         assert item["text"] == "second" and item["session_id"] == s.id
-        assert item["position"] == 0 and item["skill_ref"] == "project:x:review"
+        assert item["position"] == 0 and item["skill_ref"] == ref
         update = events.until_kind("queue_updated")[-1].data["payload"]
         assert update == {"items": [item]}
         assert s.queue() == [item]
@@ -83,7 +94,7 @@ def test_submit_while_busy_is_queued_and_runs_after_the_turn(agent: Agent) -> No
     assert payloads(second, "queue_updated") == [{"items": []}]
     user = payloads(second, "message_end")[0]
     assert user["role"] == "user" and user["content"] == "second"
-    assert user["skill_ref"] == "project:x:review"
+    assert user["skill_ref"] == ref
     assert only(second, "turn_complete")["status"] == "completed"
     assert only(second, "turn_started")["run_id"] != first_done["run_id"]
     assert s.queue() == []

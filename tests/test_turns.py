@@ -51,7 +51,11 @@ from streams_helpers import Served, unix_kernel
 RUN_ID = re.compile(r"^[0-9a-f]{24}$")
 TC = "turn_complete"
 # The agent tools, then the context tools (issue 15).
-TOOL_NAMES = {"bash", "read", "write", "edit", "delete", "rule_load", "memory_remember"}
+TOOL_NAMES = {"bash", "read", "write", "edit", "delete", "rule_load", "memory_remember"} | {
+    "skill_load",
+    "skill_search",
+    "skill_read_resource",
+}
 
 
 @pytest.fixture(scope="module")

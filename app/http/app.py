@@ -14,8 +14,11 @@ from app.http.errors import install_error_handlers
 from app.http.guard import RequestGuard
 from app.http.middleware import BearerAuth, Observe
 from app.http.routes import artifacts, connections, files, projects, sessions, system, turns
+from app.http.routes import commands as routes_commands
 from app.http.routes import context as routes_context
 from app.http.routes import context_events as routes_context_events
+from app.http.routes import hooks as routes_hooks
+from app.http.routes import skills as routes_skills
 from app.http.sse import StreamSlots
 from app.kernel import Kernel
 
@@ -43,6 +46,9 @@ def create_api(kernel: Kernel, *, token_sha256: str | None, lifespan: Lifespan |
         api.include_router(module.router(kernel))
     api.include_router(routes_context.router(kernel))
     api.include_router(routes_context_events.router(kernel))
+    api.include_router(routes_hooks.router(kernel))
+    api.include_router(routes_commands.router(kernel))
+    api.include_router(routes_skills.router(kernel))
     app: ASGIApp = RequestGuard(api, exempt=artifacts.is_upload)
     if token_sha256 is not None:
         app = BearerAuth(app, token_sha256)

@@ -21,6 +21,7 @@ from app.kernel.activity import SessionBusy
 from app.kernel.approvals import Approvals
 from app.kernel.connections import Connections, Models
 from app.kernel.emit import Facts, topic
+from app.kernel.hooks import Hooks
 from app.kernel.ids import now_ns
 from app.kernel.inputs import SessionArtifacts
 from app.kernel.maintenance import Maintenance
@@ -35,7 +36,10 @@ from app.kernel.runner import Turns
 from app.kernel.sessions import Session, Sessions
 from app.kernel.streams import SessionStream
 from app.kernel.usercontext import ContextJournal, UserContext
+from app.kernel.usercontext.commands import Commands
+from app.kernel.usercontext.keeper import MemoryKeeper
 from app.kernel.usercontext.prompt import PromptContext
+from app.kernel.usercontext.skills import Skills
 from app.kernel.usercontext.tools import context_tools
 from app.kernel.workspace import Workspaces
 from app.metrics import Metrics
@@ -80,17 +84,27 @@ class Kernel:
         self.sessions = Sessions(
             self.store, self.facts, self.projects, self.connections, settings.data_dir
         )
+        # The user's own context: ~/.foya (and ~/.agents for skills) of the kernel's HOME.
+        home = Path.home()
         self.context_journal = ContextJournal(settings.data_dir, self.broker)
         self.user_context = UserContext(
-            Path.home() / ".foya", settings.data_dir, self.projects, self.context_journal
+            home / ".foya", settings.data_dir, self.projects, self.context_journal
+        )
+        # `required-tools` are checked against the tools turns offer (built below).
+        self.skills = Skills(
+            home, settings.data_dir, self.projects, lambda: self.turns.tool_runner.tools
         )
         self.providers = Providers(self.connections)
         self.approvals = Approvals(metrics)
         self.queues = Queues()
         # Foya's own data and secrets, but the managed workspaces tools work in.
         protected = ProtectedPaths(settings.protected_paths, (self.sessions.workspaces,))
-        self.prompt = PromptContext(self.user_context)
+        self.prompt = PromptContext(self.user_context, self.skills)
         tools = registry(protected) | context_tools(self.prompt, self.user_context, self.projects)
+        self.hooks = Hooks(home / ".foya", self.sessions)
+        self.memory_keeper = MemoryKeeper(
+            settings.data_dir, self.store, self.connections, self.providers, self.user_context
+        )
         self.turns = Turns(
             self.sessions,
             self.store,
@@ -101,8 +115,11 @@ class Kernel:
             settings.data_dir,
             metrics,
             self.prompt,
+            hooks=self.hooks,
+            turn_completed=self.memory_keeper.wake,
         )
         self.artifacts = SessionArtifacts(self.sessions)
+        self.commands = Commands(home / ".foya", self.projects, self.sessions, self.turns.submit)
         self.rewinds = Rewinds(self.sessions, self.store, self.turns, self.queues)
         self.reviews = Reviews(self.sessions, self.store, self.turns)
         self.workspaces = Workspaces(self.sessions, protected)
@@ -133,16 +150,20 @@ class Kernel:
         # Cleanup a crash left undone (a deleted session's directories, a due prune) is not
         # needed to serve: it runs in the background, while the server starts answering.
         self.maintenance.start()
+        self.memory_keeper.start()  # condenses recent sessions into memory
 
     async def begin_shutdown(self) -> None:
         """First step of a graceful stop: end long-lived work so streams close themselves."""
         await self.maintenance.stop()
+        await self.memory_keeper.stop()
         await self.turns.stop_all()
+        await self.hooks.close()  # `async` hooks still running
         self.broker.close()
 
     async def close(self) -> None:
         """Release what `start` opened."""
         await self.maintenance.stop()
+        await self.memory_keeper.stop()
         await self.providers.close()
         if self._started:
             await asyncio.to_thread(self.store.close)

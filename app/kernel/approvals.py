@@ -8,6 +8,12 @@
 `approved_for_session` leaves an in-memory grant for (session, tool, action, scope) so the same
 kind of call runs without asking again. Grants and pending requests die with the process.
 
+Before the guardian or the user is asked, the running turn's `PermissionRequest` hooks
+(`app.kernel.hooks`) may decide: allowed, it runs; denied, it is refused; no approval request
+is made either way (Foya's order). The turn hands them over in `permission_hooks`, a context
+variable it sets in its own task, as Foya passes them in the turn's context: approvals keep no
+per-turn state, and a call outside a turn asks no hook.
+
 A decision that matches no pending request of its session (unknown, already decided, or
 another session's) changes nothing and is answered 204, as Foya does; it is logged as a warning
 and counted in `foya_approval_decisions_ignored_total`, since a client sending it is out of step.
@@ -17,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -52,6 +59,9 @@ class Ask:
 
 Emit = Callable[[str, Any], Awaitable[None]]
 Guardian = Callable[[Ask], Awaitable[bool]]
+#: `(ask, request id)` → the hooks' decision, or None when they leave it to the mode.
+PermissionHooks = Callable[[Ask, str], Awaitable["Decision | None"]]
+permission_hooks: ContextVar[PermissionHooks | None] = ContextVar("permission_hooks", default=None)
 #: How much of a request id from the URL a log line repeats.
 LOGGED_ID_CHARS = 64
 
@@ -75,6 +85,10 @@ class Approvals:
         if self._granted(ask):
             return "approved"
         request_id = new_id()
+        hooks = permission_hooks.get()
+        decided = await hooks(ask, request_id) if hooks is not None else None
+        if decided is not None:
+            return decided
         request: ApprovalRequest = {
             "id": request_id,
             "session": ask.session,

@@ -70,6 +70,8 @@ def to_openai(message: Message, expanded: Mapping[int, str] | None = None) -> di
         return out
     if role == "tool":
         return {"role": "tool", "tool_call_id": message.get("tool_call_id", ""), "content": content}
+    if role == "system":  # a hook's note (`<hook_context …>`), passed on as Foya does
+        return {"role": "system", "content": content}
     return None
 
 

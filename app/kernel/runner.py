@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 from app import events as k
@@ -32,6 +32,7 @@ from app.kernel import inputs
 from app.kernel.activity import Activities, Activity
 from app.kernel.approvals import Approvals
 from app.kernel.compaction import Compacted, Compactor, compacted
+from app.kernel.hooks import Hooks
 from app.kernel.ids import iso_now
 from app.kernel.inputs import Accepted, TurnAccepted, TurnInput
 from app.kernel.providers import Providers
@@ -75,7 +76,11 @@ class Turns:
         data_dir: Path,
         metrics: Metrics,
         prompt: PromptContext | None = None,
+        *,
+        hooks: Hooks,
+        turn_completed: Callable[[], None] = lambda: None,
     ) -> None:
+        """`turn_completed` is called after each completed turn (memory maintenance's wake)."""
         self.sessions = sessions
         self.store = store
         self.approvals = approvals
@@ -86,7 +91,7 @@ class Turns:
         self.steps = Steps(
             sessions, store, providers, self.tool_runner, self.compactor, metrics, prompt
         )
-        self.cycle = TurnCycle(sessions, self.steps, self.titles)
+        self.cycle = TurnCycle(sessions, self.steps, self.titles, hooks, turn_completed)
         self.activities = Activities()
         self.runs: dict[str, Run] = {}  # the runner of each session in `turn`
         self.compacting: dict[str, asyncio.Task[Checkpoint]] = {}

@@ -175,7 +175,7 @@ class Steps:
             # Only the messages after the checkpoint are read: the summary stands for the rest.
             checkpoint, history, accepted = await self.store.request_inputs(run.session, route)
             after = int(checkpoint["through_seq"]) if checkpoint else 0
-            user = await self._user_context(row, cwd, history)
+            user = await self._user_context(row, cwd, history, opening=not run.steps)
             messages = context.build(user.system, history, checkpoint, user.expanded)
             estimate = self._estimate(accepted, messages, history, checkpoint, user)
             if attempt or not compaction.over_budget(estimate, window, run.last_output):
@@ -199,10 +199,11 @@ class Steps:
         return Request(request, route, last, checkpoint["id"] if checkpoint else None, user.tokens)
 
     async def _user_context(
-        self, row: dict[str, Any], cwd: Path, history: list[Message]
+        self, row: dict[str, Any], cwd: Path, history: list[Message], opening: bool = False
     ) -> UserInput:
         """The system message with the user's context (rules, memory, skills, AGENTS.md), and
-        the text of messages that named a skill, read off the event loop."""
+        the text of messages that named a skill, read off the event loop. In a turn's `opening`
+        step, a skill its message names that cannot be loaded fails the turn."""
         if self.prompt is None:
             return UserInput(context.system_message(cwd), {}, 0)
         prompt = self.prompt
@@ -211,12 +212,16 @@ class Steps:
         def read() -> UserInput:
             sections = prompt.sections(where, usercontext.activity(history, cwd))
             text = "\n\n".join(s.text for s in sections)
+            users = [m for m in history if m.get("role") == "user"]
             expanded = {
                 int(m["event_seq"]): prompt.invoked_skill(
-                    str(m["skill_ref"]), where, str(m.get("content") or "")
+                    str(m["skill_ref"]),
+                    where,
+                    str(m.get("content") or ""),
+                    strict=opening and m is users[-1],
                 )
-                for m in history
-                if m.get("role") == "user" and m.get("skill_ref")
+                for m in users
+                if m.get("skill_ref")
             }
             tokens = compaction.estimate_tokens([{"content": text}]) if text else 0
             return UserInput(context.system_message(cwd, text), expanded, tokens)

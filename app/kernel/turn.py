@@ -1,22 +1,42 @@
 """One turn, from its opening facts to its `turn_complete` (reference §2 "Order within a turn").
 
-1. `open`: the user message, `turn_started` and the phase change, in one commit. Only then is
-   the turn acknowledged (`started`), so a turn that cannot be stored is refused, never lost.
-2. `run`: steps (`app.kernel.steps`) while the model asks for tools.
+1. `open`: the prompt's `UserPromptSubmit` hooks (`app.kernel.hooks`), then their
+   `hook_completed` facts, the user message, `turn_started` and the phase change, in one commit.
+   Only then is the turn acknowledged (`started`), so a turn that cannot be stored is refused,
+   never lost. A prompt its hooks deny is never stored: `error` ("User request blocked by a
+   hook: <reason>") and `turn_complete{failed, error}` are, in one commit, and the turn is
+   answered `started` like any other (Foya's facts and answer), so every client sees the
+   refusal on the session's stream.
+2. `run`: steps (`app.kernel.steps`) while the model asks for tools. When the model is done the
+   `Stop` hooks may deny the ending, once per turn: their reason is stored as a system message
+   and the model gets one more round. The turn's `PermissionRequest` hooks reach approvals
+   through `app.kernel.approvals.permission_hooks`, set in the turn's own task.
 3. `turn_complete`, whatever happened: a cancel keeps the partial reply (`turn_status`
    cancelled), a failure stores `error` first. On a full disk the closing facts are retried
    until there is room: clients and the session's phase wait for `turn_complete`.
+
+Where `UserPromptSubmit` runs, and why there: as in Foya, before anything of the turn is stored
+(a denied prompt leaves no user message; the model never sees it); and, since a turn is answered
+`started` only once its opening facts (or its refusal) are committed, before that answer. So
+`POST …/turns` waits for those hooks, which run side by side: at most the longest timeout among
+them, after which a hook is killed and counts as an error. Queued input runs them in the
+session's runner when it leaves the queue. They run as the turn's task (`run.turn`): a cancel
+of the turn kills them, and the turn then opens and ends cancelled, as Foya's does.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
+from collections.abc import Callable
 from typing import Literal
 
 from app import events as k
 from app.errors import FoyaError, InsufficientStorage
 from app.events import EventDraft, Message, TurnComplete, TurnStarted, input_context
+from app.kernel.approvals import Ask, Decision, permission_hooks
+from app.kernel.hooks import PERMISSION_REQUEST, STOP, USER_PROMPT_SUBMIT, Hooks, Outcome
 from app.kernel.ids import iso_now, new_id
 from app.kernel.inputs import Accepted
 from app.kernel.sessions import Sessions
@@ -26,21 +46,37 @@ from app.logs import get_logger
 from app.providers.base import ProviderError
 
 FULL_DISK_RETRY_MAX = 30.0
+CONTINUE = "Continue working on the current task instead of ending the turn."
 Status = Literal["completed", "cancelled", "failed"]
 
 
 class TurnCycle:
     """Opens, runs and closes the turns of every session."""
 
-    def __init__(self, sessions: Sessions, steps: Steps, titles: Titles) -> None:
+    def __init__(
+        self,
+        sessions: Sessions,
+        steps: Steps,
+        titles: Titles,
+        hooks: Hooks,
+        turn_completed: Callable[[], None],
+    ) -> None:
         self.sessions = sessions
         self.steps = steps
         self.titles = titles
+        self.hooks = hooks
+        self.turn_completed = turn_completed
         self.log = get_logger("foya.turns")
 
     async def open(self, run: Run, turn: Accepted) -> None:
-        """Commit a turn's opening facts (user message, `turn_started`, phase) in one go."""
+        """Run the prompt's UserPromptSubmit hooks, then commit the turn's opening facts (their
+        results, user message, `turn_started`, phase) in one go; or, if they deny the prompt,
+        its refusal (the turn has then ended: `run.completed`)."""
         run.begin(new_id(), iso_now())
+        prompt = await self._prompt_hooks(run, turn["message"])
+        if prompt.decision == "deny":
+            await self._refuse(run, prompt)
+            return
         user: Message = {"role": "user", "content": turn["message"], "created_at": iso_now()}
         context = input_context(turn)
         if "skill_ref" in context:
@@ -59,17 +95,61 @@ class TurnCycle:
                 EventDraft(run.session, k.MESSAGE_END, user, run.run_id),
                 EventDraft(run.session, k.TURN_STARTED, started, run.run_id),
             ],
+            prompt.facts(run.session, run.run_id),
         )
 
+    async def _prompt_hooks(self, run: Run, prompt: str) -> Outcome:
+        """What the UserPromptSubmit hooks say of `prompt`. They run as the turn's task, so a
+        cancel of the turn kills them; a killed hook says nothing."""
+        row = await self.sessions.row(run.session)
+        if not self.hooks.wants(USER_PROMPT_SUBMIT, row):
+            return Outcome()
+        said: list[Outcome] = []
+
+        async def ask() -> None:
+            fields = {"user_prompt": prompt}
+            said.append(await self.hooks.run(USER_PROMPT_SUBMIT, row, run.run_id, fields))
+
+        run.turn = task = asyncio.create_task(ask())
+        try:
+            await asyncio.wait({task})  # a cancel of the turn ends the task, not this wait
+        finally:
+            task.cancel()  # when this call itself is cancelled (a no-op once done)
+            run.turn = None
+        if task.cancelled():
+            return Outcome()
+        task.result()  # raises what went wrong, if anything did
+        return said[0]
+
+    async def _refuse(self, run: Run, prompt: Outcome) -> None:
+        """A prompt its hooks denied: their results, `error` and `turn_complete{failed}`, in one
+        commit, and not the prompt itself. The turn has ended."""
+        message = "User request blocked by a hook: " + prompt.feedback("Request not allowed")
+        done: TurnComplete = {
+            "run_id": run.run_id,
+            "started_at": run.started_at,
+            "completed_at": iso_now(),
+            "status": "failed",
+            "reason": "error",
+        }
+        facts = prompt.facts(run.session, run.run_id)
+        facts.append(EventDraft(run.session, k.ERROR, message, run.run_id))
+        facts.append(EventDraft(run.session, k.TURN_COMPLETE, done, run.run_id))
+        await self.sessions.facts.emit_all(run.session, facts)
+        run.completed = True
+
     async def run(self, run: Run) -> None:
-        """The steps of an opened turn, then `turn_complete` whatever happened."""
+        """The steps of an opened turn, then `turn_complete` whatever happened. A turn its
+        UserPromptSubmit hooks refused has ended already."""
+        if run.completed:
+            return
         status: Status = "completed"
         reason: str | None = None
         try:
             if run.cancel_reason is not None:  # stopped while it was being opened
                 raise asyncio.CancelledError
-            while await self.steps.run(run):
-                pass
+            permission_hooks.set(functools.partial(self._permission, run))
+            await self._steps(run)
         except asyncio.CancelledError:
             task = asyncio.current_task()
             if task is not None and task.cancelling():
@@ -84,6 +164,57 @@ class TurnCycle:
             await self._report(run, f"internal error ({type(exc).__name__})")
         finally:
             await self._finish_durably(run, status, reason)
+
+    async def _steps(self, run: Run) -> None:
+        """Steps while the model asks for tools; when it is done, its Stop hooks may ask for
+        one more round of steps (once per turn)."""
+        continued = False
+        while True:
+            while await self.steps.run(run):
+                pass
+            if continued or not await self._stop_hooks(run):
+                return
+            continued = True
+
+    async def _stop_hooks(self, run: Run) -> bool:
+        """Run the Stop hooks; True if they deny the ending: their reason is stored as a system
+        message (Foya's `<hook_context source="stop">`) for the model's next step."""
+        row = await self.sessions.row(run.session)
+        if not self.hooks.wants(STOP, row):
+            return False
+        history = await self.sessions.history(run.session)
+        last = {m.get("role"): str(m.get("content") or "") for m in history}
+        fields = {
+            "user_prompt": last.get("user", ""),
+            "assistant_message": last.get("assistant", ""),
+        }
+        said = await self.hooks.run(STOP, row, run.run_id, fields)
+        facts = said.facts(run.session, run.run_id)
+        go_on = said.decision == "deny" and not said.halt
+        if go_on:
+            note = f'<hook_context source="stop">\n{said.feedback(CONTINUE)}\n</hook_context>'
+            message: Message = {"role": "system", "content": note, "created_at": iso_now()}
+            facts.append(EventDraft(run.session, k.MESSAGE_END, message, run.run_id))
+        await self.sessions.facts.emit_all(run.session, facts)
+        return go_on
+
+    async def _permission(self, run: Run, ask: Ask, request_id: str) -> Decision | None:
+        """The turn's PermissionRequest hooks on a tool call that needs approval, matched on
+        the tool's name (`tool_call_id` is the approval request's id, as Foya sends it): an
+        allow approves it, a deny or a halt denies it, else the mode decides (None)."""
+        row = await self.sessions.row(run.session)
+        metadata = {
+            "action": ask.action,
+            "detail": ask.detail,
+            "resource": ask.resource or "",
+            "scope": ask.scope,
+        }
+        fields = {"tool_name": ask.tool_name, "tool_call_id": request_id, "metadata": metadata}
+        said = await self.hooks.run(PERMISSION_REQUEST, row, run.run_id, fields, ask.tool_name)
+        await self.sessions.facts.emit_all(run.session, said.facts(run.session, run.run_id))
+        if said.decision == "allow":
+            return "approved"
+        return "denied" if said.decision == "deny" or said.halt else None
 
     async def _report(self, run: Run, message: str) -> None:
         """Store the turn's `error` fact; on a full disk it is logged instead (the turn still
@@ -132,3 +263,4 @@ class TurnCycle:
         run.completed = True
         if status == "completed":
             self.titles.schedule(run.session)
+            self.turn_completed()

@@ -19,6 +19,7 @@ from app.store import (
     history,
     jobs,
     journals,
+    recent,
     retention,
     sessions,
     snapshots,
@@ -99,6 +100,11 @@ class Store:
 
     async def history_head(self, session: str) -> int:
         return await self.db.read(lambda c: log.history_head(c, session))
+
+    async def recent_messages(self, after_seq: int, limit: int) -> list[recent.RecentMessage]:
+        """User and assistant messages of top-level sessions after `after_seq`, across
+        sessions, oldest first (what background memory maintenance reads)."""
+        return await self.db.read(lambda c: recent.messages_after(c, after_seq, limit))
 
     # -- history operations ------------------------------------------------------------------
 

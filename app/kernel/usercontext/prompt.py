@@ -23,13 +23,16 @@ import functools
 import hashlib
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
+from app.errors import FoyaError
 from app.kernel.usercontext.items import Memory, Rule
 from app.kernel.usercontext.service import UserContext
+from app.kernel.usercontext.skillmodels import Skill
+from app.kernel.usercontext.skills import Skills
 
 INSTRUCTION_FILES = ("AGENTS.md", "CLAUDE.md", "GEMINI.md")
 MAX_INSTRUCTION_FILE = 6000
@@ -42,27 +45,6 @@ MAX_INVOKED_SKILL = 24000
 MIN_PART = 200  # the shortest cut of an item worth sending
 TRUNCATED = " [truncated]"
 _CONTROL = {c: None for c in (*range(0x09), 0x0B, 0x0C, *range(0x0E, 0x20), 0x7F)}
-
-
-class SkillEntry(Protocol):
-    """What the prompt needs of a skill."""
-
-    ref: str
-    name: str
-    description: str
-    pinned: bool
-
-
-class SkillSource(Protocol):
-    """The skills a turn may use (`app.kernel.usercontext.skills`)."""
-
-    def available(
-        self, project_id: str | None, project_root: Path | None
-    ) -> Sequence[SkillEntry]: ...
-
-    def load(
-        self, ref_or_name: str, project_id: str | None, project_root: Path | None
-    ) -> tuple[Any, str]: ...
 
 
 @dataclass(frozen=True)
@@ -184,7 +166,7 @@ def activity(history: Iterable[Mapping[str, Any]], cwd: Path) -> str:
 class PromptContext:
     """Builds the user-context sections of a request's system prompt."""
 
-    def __init__(self, user_context: UserContext, skills: SkillSource | None = None) -> None:
+    def __init__(self, user_context: UserContext, skills: Skills | None = None) -> None:
         self.user_context = user_context
         self.files = user_context.files
         self.skills = skills
@@ -327,7 +309,7 @@ class PromptContext:
         parts = [head]
         used, omitted = len(head), 0
         for entry in entries:
-            block = self._skill_block(entry, where)
+            block = self._skill_block(entry)
             if used + len(block) > MAX_SKILLS:
                 omitted += 1
                 continue
@@ -338,34 +320,35 @@ class PromptContext:
         parts.append("</available_skills>")
         return "".join(parts)
 
-    def _skill_block(self, entry: SkillEntry, where: Where) -> str:
-        pinned = ' pinned="true"' if entry.pinned else ""
+    def _skill_block(self, skill: Skill) -> str:
+        pinned = ' pinned="true"' if skill.pinned else ""
         block = (
-            f'<skill ref="{attr(clean(entry.ref))}" name="{attr(clean(entry.name))}"{pinned}>\n'
-            f"<description>{escape(clean(entry.description or ''))}</description>\n"
+            f'<skill ref="{attr(clean(skill.ref))}" name="{attr(clean(skill.name))}" '
+            f'scope="{skill.scope}"{pinned}>\n'
+            f"<description>{escape(clean(skill.description))}</description>\n"
         )
-        if entry.pinned and self.skills is not None:
-            try:
-                _, body = self.skills.load(entry.ref, where.project_id, where.project_root)
-            except Exception:  # a skill removed meanwhile: listed without its body
-                body = ""
-            if clean(body):
-                block += f"<pinned_instructions>\n{escape(clean(body))}\n</pinned_instructions>\n"
+        body = clean(self.skills.body(skill)) if skill.pinned and self.skills else ""
+        if body:
+            block += f"<pinned_instructions>\n{escape(body)}\n</pinned_instructions>\n"
         return block + "</skill>\n"
 
-    def invoked_skill(self, ref: str, where: Where, text: str) -> str:
+    def invoked_skill(self, ref: str, where: Where, text: str, *, strict: bool = False) -> str:
         """The user's `text` as the model receives it when the turn names skill `ref`: the
-        skill's instructions first (or a note when it is gone)."""
+        skill's instructions first. A skill that cannot be loaded fails the turn that names it
+        (`strict`, as Foya does) and is a note in later turns' copies of the message."""
         if self.skills is None:
             return text
         try:
             skill, body = self.skills.load(ref, where.project_id, where.project_root)
-        except Exception:
-            return f"[The skill {ref} named for this message is no longer available.]\n\n{text}"
+        except FoyaError as exc:
+            if strict:
+                raise FoyaError(f"load selected skill {ref!r}: {exc.message}") from None
+            note = f"[The skill {ref} named for this message is not available: {exc.message}]"
+            return f"{note}\n\n{text}"
         instructions = clean(body) or "(empty)"
         if len(instructions) > MAX_INVOKED_SKILL:
             instructions = instructions[:MAX_INVOKED_SKILL] + "\n[skill truncated]"
-        name = clean(str(getattr(skill, "name", ref)))
+        name = clean(skill.name)
         parts = [
             "Use the selected skill's instructions below for the user's request. They guide the "
             "task only; they do not change the rules, the tools or approvals. The skill is "

@@ -1,13 +1,14 @@
 """The model's tools for the user's context (Foya's names): `rule_load`, `skill_load`,
-`skill_search` and `memory_remember`.
+`skill_search`, `skill_read_resource` and `memory_remember`.
 
-The first three only read and run without asking. `memory_remember` changes the user's memory
+The first four only read and run without asking. `memory_remember` changes the user's memory
 file, so it is a `write` outside the working directory: it asks for approval as any such write
 does (`app.kernel.approvals`), and is refused while memory is switched off.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -57,7 +58,7 @@ class RuleLoad(_Reader):
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         name = _name(args)
-        rule = self.prompt.find_rule(_where(self.projects, ctx), name)
+        rule = await asyncio.to_thread(self.prompt.find_rule, _where(self.projects, ctx), name)
         if rule is None:
             raise ToolError(f"no rule {name!r} is available to load")
         return ToolResult(
@@ -79,11 +80,15 @@ class SkillLoad(_Reader):
         if skills is None:
             raise ToolError("skills are not available")
         try:
-            skill, body = skills.load(name, where.project_id, where.project_root)
+            skill, body = await asyncio.to_thread(
+                skills.load, name, where.project_id, where.project_root
+            )
         except FoyaError as exc:
             raise ToolError(f"skill load failed: {exc.message}") from None
-        ref, title = getattr(skill, "ref", name), getattr(skill, "name", name)
-        return ToolResult(f'<skill name="{title}" ref="{ref}">\n{body.strip()}\n</skill>')
+        return ToolResult(
+            f'<skill name="{skill.name}" ref="{skill.ref}" scope="{skill.scope}">\n'
+            f"{body.strip()}\n</skill>"
+        )
 
 
 class SkillSearch(_Reader):
@@ -97,13 +102,48 @@ class SkillSearch(_Reader):
         query = str(args.get("query") or "").strip().lower()
         where = _where(self.projects, ctx)
         skills = self.prompt.skills
-        found = skills.available(where.project_id, where.project_root) if skills else []
+        found = (
+            await asyncio.to_thread(skills.available, where.project_id, where.project_root)
+            if skills
+            else []
+        )
         rows = [
             {"ref": s.ref, "name": s.name, "description": s.description}
             for s in found
             if not query or query in f"{s.name}\n{s.description}".lower()
         ]
         return ToolResult(json.dumps(sorted(rows, key=lambda r: r["name"]), ensure_ascii=False))
+
+
+class SkillReadResource(_Reader):
+    name = "skill_read_resource"
+    description = (
+        "Read a text file of a loaded skill's package (references/, scripts/, templates/ ...) "
+        "by its path relative to the package."
+    )
+    parameters = schema(
+        {
+            "name": {"type": "string", "description": "The skill's ref or exact name"},
+            "path": {"type": "string", "description": "The file's path inside the package"},
+        },
+        ["name", "path"],
+    )
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        name, path = _name(args), args.get("path")
+        if not isinstance(path, str) or not path.strip():
+            raise ToolError("path: a non-empty string is required")
+        where = _where(self.projects, ctx)
+        skills = self.prompt.skills
+        if skills is None:
+            raise ToolError("skills are not available")
+        try:
+            found = await asyncio.to_thread(
+                skills.read_resource, name, path, where.project_id, where.project_root
+            )
+        except FoyaError as exc:
+            raise ToolError(f"skill resource read failed: {exc.message}") from None
+        return ToolResult(found.content)
 
 
 class MemoryRemember:
@@ -170,5 +210,9 @@ def context_tools(
     """The context tools by name (skill tools only when there are skills)."""
     tools: list[Tool] = [RuleLoad(prompt, projects), MemoryRemember(user_context, projects)]
     if prompt.skills is not None:
-        tools += [SkillLoad(prompt, projects), SkillSearch(prompt, projects)]
+        tools += [
+            SkillLoad(prompt, projects),
+            SkillSearch(prompt, projects),
+            SkillReadResource(prompt, projects),
+        ]
     return {t.name: t for t in tools}

@@ -1,0 +1,340 @@
+"""Skill discovery: which `SKILL.md` files are skills, their refs and precedence, and the cache
+that makes finding them again cost a `stat` per file.
+
+Roots, in this order (within a scope a later root wins a name, so `.foya` beats `.agents`; a
+project skill beats a global one of the same name; names compare case-insensitively):
+
+    ~/.agents/skills/  ~/.foya/skills/                        scope global, ref global:<name>
+    <project>/.agents/skills/  <project>/.foya/skills/        scope project, ref project:<id>:<name>
+
+`<name>` in a ref is lower-cased. A root is searched for `SKILL.md` (any case) at most
+`MAX_DEPTH` directories down; a directory holding one is a skill package, and its
+subdirectories are its resources, not more skills (Foya searches them too). A symbolic link to
+a directory counts as a package when the target holds a `SKILL.md` (as in Foya), but a project
+skill whose real path leaves the project directory is rejected (`path_escape`): a repository
+cannot make the kernel read files elsewhere. A file that is not a skill is rejected with a
+diagnostic (`invalid_skill`) and the others still load.
+
+Every file (each SKILL.md and `skills.json`) is read through one cache keyed by its (mtime,
+size, inode): it is read and parsed again only when one of them changed, so a hand edit shows
+on the next call. `reads` counts the files actually read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from app.kernel.usercontext.markdown import Malformed
+from app.kernel.usercontext.skillfile import (
+    MAX_FILE_BYTES,
+    SkillFile,
+    parse_skill,
+    resources,
+    skill_name,
+)
+from app.kernel.usercontext.skillmodels import (
+    Diagnostic,
+    Manifest,
+    RejectedSkill,
+    Resource,
+    Skill,
+    SkillScope,
+)
+from app.logs import get_logger
+
+T = TypeVar("T")
+ROOTS = (".agents", ".foya")
+MAX_DEPTH = 4
+MAX_SKILLS_PER_ROOT = 256
+RANK = {"project": 4, "global": 3}
+# A file changed again within this long of its last change may keep its (mtime, size): the
+# clock behind mtimes ticks coarsely. Such a parse is redone on the next call, as git does.
+RACY_NS = 100_000_000
+
+
+@dataclass(frozen=True)
+class SkillState:
+    """`skills.json`: the refs turned off and the refs pinned."""
+
+    disabled: frozenset[str] = frozenset()
+    pinned: frozenset[str] = frozenset()
+
+
+Found = tuple[Skill, SkillFile]
+
+
+@dataclass
+class Scan:
+    found: list[Found] = field(default_factory=list)  # every scope's skills (the inventory)
+    rejected: list[RejectedSkill] = field(default_factory=list)
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+
+
+class SkillFiles:
+    """Finds skills below a home and a project; reads `skills.json` (`state_file`)."""
+
+    def __init__(self, home: Path, state_file: Path) -> None:
+        self.home = home
+        self.state_file = state_file
+        self.reads = 0
+        self._cache: dict[str, tuple[tuple[int, int, int], bool, Any]] = {}
+
+    def scan(self, project_id: str | None, project_root: Path | None) -> Scan:
+        """Every scope's skills with their state, in Foya's order (project scope first, then
+        by name), and what was rejected."""
+        if project_root is not None and not project_id:
+            raise ValueError("project skills need the project's id")
+        state = self.state()
+        scan = Scan()
+        by_name: dict[str, Found] = {}
+        places: list[tuple[SkillScope, Path, str | None]] = [("global", self.home, None)]
+        if project_root is not None:
+            places.append(("project", project_root, os.path.realpath(project_root)))
+        for scope, base, confine in places:
+            for root in ROOTS:
+                place = base / root / "skills"
+                for item in self._scan_root(place, scope, project_id, confine, scan):
+                    skill = item[0]
+                    skill.enabled = skill.ref not in state.disabled
+                    skill.pinned = skill.ref in state.pinned
+                    by_name[f"{scope}:{skill.name.lower()}"] = item
+        scan.found = sorted(by_name.values(), key=lambda f: order(f[0]))
+        scan.rejected.sort(key=lambda r: (-RANK[r.scope], r.path or ""))
+        scan.diagnostics.sort(key=lambda d: (d.path or "", d.code, d.message))
+        return scan
+
+    def _scan_root(
+        self,
+        root: Path,
+        scope: SkillScope,
+        project_id: str | None,
+        confine: str | None,
+        scan: Scan,
+    ) -> list[Found]:
+        found: list[Found] = []
+        seen: set[str] = set()
+        for main, known in _skill_files(root, scan):
+            directory = os.path.basename(os.path.dirname(main))
+            try:
+                real = known or os.path.realpath(main, strict=True)
+            except (OSError, RuntimeError):
+                continue  # removed meanwhile, or a link loop
+            if real in seen:
+                continue
+            seen.add(real)
+            if confine is not None and not _inside(real, confine):
+                escape = "skill resolves outside the project directory"
+                _reject(scan, scope, project_id, directory, main, "path_escape", escape)
+                continue
+            try:
+                parsed = self.read(real, parse_cached, MAX_FILE_BYTES)
+                if isinstance(parsed, Malformed):
+                    raise parsed
+                if parsed is None:
+                    continue
+                name = skill_name(parsed, directory)
+            except (Malformed, OSError) as exc:
+                message = exc.strerror if isinstance(exc, OSError) else str(exc)
+                message = message or "unreadable"
+                _reject(scan, scope, project_id, directory, main, "invalid_skill", message)
+                continue
+            skill = _skill(parsed, name, scope, project_id, main)
+            scan.diagnostics.extend(skill.diagnostics or ())
+            found.append((skill, parsed))
+        return found
+
+    def read(self, path: str, parse: Callable[[bytes], T], limit: int) -> T | None:
+        """`parse` of the file's bytes (at most `limit` + 1 of them), redone only when the
+        file changed; None when it is absent."""
+        try:
+            st = os.stat(path)
+        except (FileNotFoundError, NotADirectoryError):
+            self._cache.pop(path, None)
+            return None
+        key = (st.st_mtime_ns, st.st_size, st.st_ino)
+        hit = self._cache.get(path)
+        if hit is not None and hit[0] == key and not hit[1]:
+            value: T = hit[2]
+            return value
+        started = time.time_ns()
+        with open(path, "rb") as f:
+            data = f.read(limit + 1)
+        self.reads += 1
+        value = parse(data)
+        self._cache[path] = (key, st.st_mtime_ns > started - RACY_NS, value)
+        return value
+
+    def state(self) -> SkillState:
+        try:
+            return self.read(str(self.state_file), _parse_state, MAX_FILE_BYTES) or SkillState()
+        except OSError as exc:  # a directory or an unreadable file in its place
+            get_logger("foya.skills").warning("skills.json cannot be read", error=exc.strerror)
+            return SkillState()
+
+    def remember_state(self, state: SkillState) -> None:
+        """Cache the state just written, so it is not read back."""
+        st = os.stat(self.state_file)
+        key = (st.st_mtime_ns, st.st_size, st.st_ino)
+        recent = st.st_mtime_ns > time.time_ns() - RACY_NS
+        self._cache[str(self.state_file)] = (key, recent, state)
+
+
+def order(skill: Skill) -> tuple[int, str, str]:
+    return (-RANK[skill.scope], skill.name.lower(), skill.ref)
+
+
+def effective(found: Iterable[Found]) -> list[Found]:
+    """One skill per name: the project's over the global one."""
+    best: dict[str, Found] = {}
+    for item in found:
+        key = item[0].name.lower()
+        if key not in best or RANK[item[0].scope] > RANK[best[key][0].scope]:
+            best[key] = item
+    return sorted(best.values(), key=lambda f: order(f[0]))
+
+
+def with_resources(skill: Skill) -> Skill:
+    """`skill` with its package's other files listed (a directory walk, so not for turns)."""
+    assert skill.main_path is not None  # every discovered skill has one
+    main = Path(skill.main_path).resolve()
+    found = [Resource(**r) for r in resources(main.parent, main)]
+    return skill.model_copy(update={"resources": found or None})
+
+
+def _skill_files(root: Path, scan: Scan) -> list[tuple[str, str | None]]:
+    """The SKILL.md files below `root` (at most `MAX_SKILLS_PER_ROOT`, in name order), each
+    with its real path when no symbolic link was followed to it (else None: resolve it)."""
+    out: list[tuple[str, str | None]] = []
+
+    def visit(directory: str, real: str, depth: int) -> None:
+        try:
+            entries = sorted(os.scandir(directory), key=lambda e: e.name)
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            scan.diagnostics.append(_diagnostic(directory, "read_failed", str(exc.strerror)))
+            return
+        main = next((e for e in entries if e.name.lower() == "skill.md" and e.is_file()), None)
+        if main is not None:
+            out.append((main.path, None if main.is_symlink() else os.path.join(real, main.name)))
+            if depth > 0:  # a package: what is below it is its resources
+                return
+        for entry in entries:
+            if len(out) >= MAX_SKILLS_PER_ROOT:
+                return
+            if entry.is_dir(follow_symlinks=False):
+                if depth < MAX_DEPTH:
+                    visit(entry.path, os.path.join(real, entry.name), depth + 1)
+            elif entry.is_symlink() and entry.is_dir():
+                linked = os.path.join(entry.path, "SKILL.md")
+                if os.path.isfile(linked):
+                    out.append((linked, None))
+
+    if root.is_dir():
+        visit(str(root), os.path.realpath(root), 0)
+    return out
+
+
+def _inside(path: str, directory: str) -> bool:
+    return path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)
+
+
+def parse_cached(data: bytes) -> SkillFile | Malformed:
+    """A parse whose failure is cached too (a bad file is not read again until it changes)."""
+    try:
+        return parse_skill(data)
+    except Malformed as exc:
+        return exc
+
+
+def _parse_state(data: bytes) -> SkillState:
+    try:
+        raw = json.loads(data)
+    except ValueError:
+        raw = None
+    if not isinstance(raw, dict):
+        log = get_logger("foya.skills")
+        log.warning("skills.json is not a JSON object: every skill counts as enabled")
+        return SkillState()
+
+    def refs(key: str) -> frozenset[str]:
+        values = raw.get(key)
+        items = values if isinstance(values, list) else []
+        return frozenset(  # Foya's older `user:` refs are global ones
+            "global:" + v.removeprefix("user:") if v.startswith("user:") else v
+            for v in items
+            if isinstance(v, str)
+        )
+
+    return SkillState(disabled=refs("disabled"), pinned=refs("pinned"))
+
+
+def _ref(scope: SkillScope, project_id: str | None, name: str) -> str:
+    key = name.strip().lower()
+    return f"global:{key}" if scope == "global" else f"project:{project_id}:{key}"
+
+
+def _skill(
+    parsed: SkillFile, name: str, scope: SkillScope, project_id: str | None, main: str
+) -> Skill:
+    ref = _ref(scope, project_id, name)
+    manifest = Manifest(**{**parsed.manifest, "name": name})
+    diagnostics = [
+        Diagnostic(
+            ref=ref,
+            name=name,
+            path=main,
+            code=code,
+            severity="warning",
+            message=message,
+            field=field,
+        )
+        for code, message, field in parsed.warnings
+    ]
+    return Skill(
+        ref=ref,
+        name=name,
+        description=manifest.description or "",
+        scope=scope,
+        path=main,
+        root=os.path.dirname(main),
+        main_path=main,
+        manifest=manifest,
+        enabled=True,
+        pinned=False,
+        allowed_tools=manifest.allowed_tools,
+        required_tools=manifest.required_tools,
+        required_capabilities=manifest.required_capabilities,
+        content_hash=parsed.content_hash,
+        diagnostics=diagnostics or None,
+    )
+
+
+def _reject(
+    scan: Scan,
+    scope: SkillScope,
+    project_id: str | None,
+    name: str,
+    path: str,
+    code: str,
+    message: str,
+) -> None:
+    """Report a SKILL.md that is not loaded (a project's with the ref it would have, as Foya
+    does)."""
+    ref = _ref(scope, project_id, name) if scope == "project" else None
+    diagnostic = _diagnostic(path, code, message, name=name, ref=ref)
+    rejected = RejectedSkill(ref=ref, name=name, path=path, scope=scope, diagnostics=[diagnostic])
+    scan.rejected.append(rejected)
+    scan.diagnostics.append(diagnostic)
+
+
+def _diagnostic(
+    path: str, code: str, message: str, name: str | None = None, ref: str | None = None
+) -> Diagnostic:
+    return Diagnostic(ref=ref, name=name, path=path, code=code, severity="error", message=message)
