@@ -1,5 +1,5 @@
 """The `foya` command: serve the kernel, small helpers for operators, and (registered from
-app.ops.client_cli) the commands that talk to a kernel.
+app.ops.client_cli and app.ops.context_cli) the commands that talk to a kernel.
 
 Flags only override what they name; everything else comes from FOYA_* variables through
 `Settings`. A refusal prints one line on stderr naming what to fix and exits 2.
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 
 from app.errors import ConfigError, FoyaError
-from app.ops import client_cli
+from app.ops import client_cli, context_cli
 from app.ops.client_cli import DataDirOpt, env, fail
 
 if TYPE_CHECKING:
@@ -190,6 +190,9 @@ cli.command()(client_cli.history)
 cli.command()(client_cli.rewind)
 cli.command()(client_cli.usage)
 cli.command()(client_cli.tunnel)
+cli.add_typer(context_cli.rules_cli, name="rules")
+cli.add_typer(context_cli.memory_cli, name="memory")
+cli.add_typer(context_cli.skills_cli, name="skills")
 
 
 @cli.command()

@@ -192,6 +192,12 @@ COMMANDS = [
     ("version",),
     ("tls",),
     ("tls", "self-signed"),
+    ("rules",),
+    ("rules", "list"),
+    ("memory",),
+    ("memory", "set"),
+    ("skills",),
+    ("skills", "edit-path"),
 ]
 # Every flag that has an environment variable, and that variable.
 ENV_VARS = {
