@@ -11,7 +11,8 @@ Targets (issue 15): model-input assembly with 50 rules, 20 skills and 100 KB of 
 most 5 ms per step over none; the context stream replays 10,000 events at 20,000 events/s or more.
 
 1. Assembly, in process. HOME points at a fresh directory holding `~/.foya` with 20 global rules
-   (`rules/user_rules.md`), 20 skills (`skills/<name>/SKILL.md`, ~2 KB each, two pinned) and a
+   (`rules/user_rules.md`), 20 skills (`skills/<name>/SKILL.md`, ~2 KB each, two pinned in
+   `<data-dir>/skills.json`) and a
    100 KB `memory/user_profile.md`; a project holds 30 rule files (always, glob, manual and
    model_decision) under `.foya/rules/`, a 4 KB `AGENTS.md` and its own memory. A real
    `app.kernel.Kernel` (no HTTP) is started on a fresh data dir with one session in that project
@@ -73,7 +74,7 @@ def prose(words: int, seed: int) -> str:
     return " ".join(VOCABULARY[(seed + i) % len(VOCABULARY)] for i in range(words))
 
 
-def write_context(home: Path, project: Path) -> dict[str, int]:
+def write_context(home: Path, project: Path, data_dir: Path) -> dict[str, int]:
     """The user's and the project's context files; their counts and sizes."""
     foya = home / ".foya"
     (foya / "rules").mkdir(parents=True)
@@ -89,9 +90,9 @@ def write_context(home: Path, project: Path) -> dict[str, int]:
             f"---\nname: skill-{i:02d}\ndescription: Does task {i}: {prose(12, i)}\n---\n"
             + f"# Skill {i}\n\n{prose(350, i)}\n"
         )
-    (foya / "skills.json").write_text(
-        json.dumps({"pinned": ["skill-00", "skill-01"]})  # the skills module's own format wins
-    )
+    data_dir.mkdir(mode=0o700)
+    pinned = {"disabled": [], "pinned": ["global:skill-00", "global:skill-01"]}
+    (data_dir / "skills.json").write_text(json.dumps(pinned))
     (foya / "memory").mkdir()
     facts = ["# Foya User Profile\n"]
     while sum(map(len, facts)) < 100_000:
@@ -145,13 +146,17 @@ def exchange(i: int) -> list[dict[str, Any]]:
 async def measure_assembly(work: Path, iterations: int) -> dict[str, Any]:
     home, project, data_dir = work / "home", work / "project", work / "data"
     project.mkdir()
-    files = write_context(home, project)
+    files = write_context(home, project, data_dir)
     os.environ["HOME"] = str(home)  # the kernel reads ~/.foya through Path.home()
     kernel = Kernel(Settings(data_dir=data_dir), Metrics())
     await kernel.start()
     try:
         body = {"name": "b", "base_url": "http://127.0.0.1:9/v1", "api_key": "b"}
-        connection = await kernel.connections.create({**body, "models": [MODEL]})
+        # A window no step fills: both cases run the same step, never a compaction.
+        settings = {MODEL: {"context_window": 100_000_000}}
+        connection = await kernel.connections.create(
+            {**body, "models": [MODEL], "model_settings": settings}
+        )
         made = await kernel.projects.create(str(project), "bench")
         sid = new_id()
         now = time.time_ns()
