@@ -115,6 +115,22 @@ class Metrics:
             "Approval decisions that matched no pending request of their session (answered 204).",
             registry=self.registry,
         )
+        self.canvas_generations = Counter(
+            "foya_canvas_generations",
+            "Canvas image generations by outcome (success, error, interrupted).",
+            ["outcome"],
+            registry=self.registry,
+        )
+
+        self.terminals_open = Gauge(
+            "foya_terminals_open", "Terminal shells running.", registry=self.registry
+        )
+        self.terminal_bytes = Counter(
+            "foya_terminal_bytes",
+            "Terminal bytes by direction: output read from PTYs, input written to them.",
+            ["direction"],
+            registry=self.registry,
+        )
 
     def record_readiness(self, checks: Iterable[CheckOutcome]) -> None:
         """Set `foya_ready{check}` from an evaluation of the readiness checks."""

@@ -52,6 +52,9 @@ class Settings(BaseSettings):
     head_timeout: float = Field(10.0, gt=0, le=60)
     max_connections: int | None = Field(None, ge=1)
     max_streams_per_client: int = Field(64, ge=1)
+    # Terminals (app.kernel.terminals): running or exited, until deleted.
+    max_terminals_per_session: int = Field(32, ge=1)
+    max_terminals: int = Field(64, ge=1)
 
     @field_validator("log_level")
     @classmethod

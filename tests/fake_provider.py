@@ -8,6 +8,10 @@ Routes
     POST /v1/chat/completions   answers with the next script queued for the request's `model`
     GET  /v1/models             `{"object": "list", "data": [{"id": ...}, ...]}` of `fake.models`
                                 (or HTTP `fake.models_error` when that is set)
+    POST /v1/images/generations answers with the next image script queued for the request's
+    POST /v1/images/edits       `model` (`fake.push_image`); an edit's multipart form is recorded
+                                as `{"model", "prompt", "size", …, "image": [bytes, …]}`
+    GET  /files/<name>          the bytes of an image answered by link (`image(png, url=True)`)
 
 Scripting: two FIFOs of scripts per model name, one for streaming requests (agent steps,
 `fake.push`) and one for non-streaming ones (guardian, compaction summaries, titles,
@@ -22,6 +26,10 @@ and a fake never consume each other's scripts::
         fake.push_completion("m1", reply("ALLOW"))  # the next non-streaming answer (guardian)
         fake.chats("m1")                           # recorded chat requests for m1, in order
         fake.chats("m1", streaming=False)          # only the non-streaming ones
+        fake.push_image("img", image(png))         # the next images API answer for model img
+        fake.push_image("img", [wait(gate), *image(png, url=True)])  # held, then by link
+        fake.push_image("img", http_error(400, "content policy"))
+        fake.images("img")                         # recorded images API requests for img
 
 A script is a list of actions, played in order:
 
@@ -60,7 +68,11 @@ connection to the fake, and offers session/turn/event helpers on top of `streams
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import email
+import email.message
+import email.policy
 import itertools
 import json
 import socket
@@ -137,7 +149,15 @@ class Reply:
     text: str
 
 
-Action = Chunk | UsageChunk | Sleep | Wait | Drop | Garbage | HttpError | Reply
+@dataclass(frozen=True)
+class Image:
+    """An images API answer: one image, as `b64_json` or (`url`) as a link to `/files/…`."""
+
+    data: bytes
+    url: bool = False
+
+
+Action = Chunk | UsageChunk | Sleep | Wait | Drop | Garbage | HttpError | Reply | Image
 Script = list[Action]
 
 
@@ -201,6 +221,11 @@ def http_error(
 
 def reply(s: str) -> list[Action]:
     return [Reply(s)]
+
+
+def image(data: bytes, *, url: bool = False) -> list[Action]:
+    """An images API answer carrying `data`; `sleep`/`wait` actions may come before it."""
+    return [Image(data, url)]
 
 
 def split_words(s: str) -> list[str]:
@@ -292,6 +317,8 @@ class FakeProvider:
         self._stop: asyncio.Event | None = None
         self._thread: threading.Thread | None = None
         self._ids = itertools.count(1)
+        self._image_scripts: dict[str, deque[Script]] = defaultdict(deque)
+        self._files: dict[str, bytes] = {}
 
     # -- control (test thread) ------------------------------------------------------------------
 
@@ -309,6 +336,21 @@ class FakeProvider:
         that name `model`."""
         with self._lock:
             self._scripts[model, False].extend(list(s) for s in scripts)
+
+    def push_image(self, model: str, *scripts: Script) -> None:
+        """Queue scripts for the next images API requests (generations or edits) naming
+        `model`."""
+        with self._lock:
+            self._image_scripts[model].extend(list(s) for s in scripts)
+
+    def images(self, model: str | None = None) -> list[Recorded]:
+        """Recorded images API requests (for `model`), in arrival order."""
+        with self._lock:
+            return [
+                r
+                for r in self.requests
+                if "/images/" in r.path and (model is None or r.model == model)
+            ]
 
     def pending(self, model: str, streaming: bool = True) -> int:
         """Scripts not yet played for `model`."""
@@ -428,6 +470,12 @@ class FakeProvider:
             await self._models(send)
         elif scope["method"] == "POST" and path.endswith("/chat/completions"):
             await self._chat(record, receive, send)
+        elif scope["method"] == "POST" and path.endswith(("/images/generations", "/images/edits")):
+            if path.endswith("/edits"):
+                record.body = _form(headers.get("content-type", ""), raw)
+            await self._image(record, receive, send)
+        elif scope["method"] == "GET" and path.startswith("/files/") and path[7:] in self._files:
+            await _raw(send, 200, self._files[path[7:]], b"image/png")
         else:
             await _json(send, 404, {"error": {"message": f"no route {path}"}})
         record.done = True
@@ -513,6 +561,53 @@ class FakeProvider:
                 raise _Gone
         await send({"type": "http.response.body", "body": b"data: [DONE]\n\n", "more_body": False})
 
+    async def _image(self, record: Recorded, receive: Any, send: Any) -> None:
+        model = record.model or ""
+        with self._lock:
+            queue = self._image_scripts[model]
+            script = queue.popleft() if queue else None
+        if script is None:
+            message = f"fake provider: no image script for model {model}"
+            await _json(send, 500, {"error": {"message": message, "type": "server_error"}})
+            return
+        gone = asyncio.Event()
+
+        async def watch() -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            gone.set()
+
+        watcher = asyncio.create_task(watch())
+        try:
+            for action in script:
+                if isinstance(action, Sleep):
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(gone.wait(), action.seconds)
+                elif isinstance(action, Wait):
+                    end = time.monotonic() + 60
+                    while not (action.gate.is_set() or gone.is_set()) and time.monotonic() < end:
+                        await asyncio.sleep(0.01)
+                if gone.is_set():
+                    record.disconnected = True
+                    return
+                if isinstance(action, HttpError):
+                    headers = [(k.encode(), v.encode()) for k, v in action.headers.items()]
+                    await _json(send, action.status, action.body, headers)
+                    return
+                if isinstance(action, Image):
+                    await _json(send, 200, {"created": 0, "data": [self._image_item(action)]})
+                    return
+        finally:
+            watcher.cancel()
+
+    def _image_item(self, action: Image) -> dict[str, str]:
+        if not action.url:
+            return {"b64_json": base64.b64encode(action.data).decode()}
+        name = f"image-{next(self._ids)}.png"
+        with self._lock:
+            self._files[name] = action.data
+        return {"url": f"http://127.0.0.1:{self.port}/files/{name}"}
+
     def _completion(self, model: str, content: str) -> dict[str, Any]:
         return {
             "id": f"chatcmpl-{next(self._ids)}",
@@ -561,6 +656,28 @@ def _sse(body: dict[str, Any]) -> bytes:
 
 def _joined(script: Script) -> str:
     return "".join(str(a.delta.get("content") or "") for a in script if isinstance(a, Chunk))
+
+
+def _form(content_type: str, raw: bytes) -> dict[str, Any]:
+    """A multipart/form-data body: its text fields, and its files as a list under `image`."""
+    head = f"Content-Type: {content_type}\r\n\r\n".encode()
+    message = email.message_from_bytes(head + raw, policy=email.policy.HTTP)
+    form: dict[str, Any] = {"image": []}
+    for part in message.iter_parts():
+        assert isinstance(part, email.message.EmailMessage)
+        payload = part.get_payload(decode=True)
+        if part.get_filename() is not None:
+            form["image"].append(payload)
+        else:
+            name = str(part.get_param("name", header="content-disposition"))
+            form[name] = payload.decode() if isinstance(payload, bytes) else payload
+    return form
+
+
+async def _raw(send: Any, status: int, data: bytes, content_type: bytes) -> None:
+    head = [(b"content-type", content_type), (b"content-length", str(len(data)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": head})
+    await send({"type": "http.response.body", "body": data, "more_body": False})
 
 
 async def _json(

@@ -43,7 +43,12 @@ CHECKS = [
     content_type_conformance,
     response_schema_conformance,
 ]
-STREAMS = ["/sessions/{session_id}/events", "/context/events"]
+STREAMS = [
+    "/sessions/{session_id}/events",
+    "/context/events",
+    "/canvases/{canvas_id}/events",
+    "/sessions/{session_id}/terminals/{ref}/events",
+]
 
 
 @dataclass(frozen=True)

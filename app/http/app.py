@@ -14,11 +14,13 @@ from app.http.errors import install_error_handlers
 from app.http.guard import RequestGuard
 from app.http.middleware import BearerAuth, Observe
 from app.http.routes import artifacts, connections, files, projects, sessions, system, turns
+from app.http.routes import canvas as routes_canvas
 from app.http.routes import commands as routes_commands
 from app.http.routes import context as routes_context
 from app.http.routes import context_events as routes_context_events
 from app.http.routes import hooks as routes_hooks
 from app.http.routes import skills as routes_skills
+from app.http.routes import terminals as routes_terminals
 from app.http.sse import StreamSlots
 from app.kernel import Kernel
 
@@ -49,7 +51,11 @@ def create_api(kernel: Kernel, *, token_sha256: str | None, lifespan: Lifespan |
     api.include_router(routes_hooks.router(kernel))
     api.include_router(routes_commands.router(kernel))
     api.include_router(routes_skills.router(kernel))
-    app: ASGIApp = RequestGuard(api, exempt=artifacts.is_upload)
+    api.include_router(routes_terminals.router(kernel))
+    api.include_router(routes_canvas.router(kernel))
+    app: ASGIApp = RequestGuard(
+        api, exempt=lambda scope: artifacts.is_upload(scope) or routes_canvas.is_upload(scope)
+    )
     if token_sha256 is not None:
         app = BearerAuth(app, token_sha256)
     return Observe(app, kernel.metrics)

@@ -19,6 +19,7 @@ from app.files import ProtectedPaths
 from app.kernel import usage
 from app.kernel.activity import SessionBusy
 from app.kernel.approvals import Approvals
+from app.kernel.canvas import Canvases
 from app.kernel.connections import Connections, Models
 from app.kernel.emit import Facts, topic
 from app.kernel.hooks import Hooks
@@ -35,6 +36,7 @@ from app.kernel.rewind import Rewinds
 from app.kernel.runner import Turns
 from app.kernel.sessions import Session, Sessions
 from app.kernel.streams import SessionStream
+from app.kernel.terminals import Terminals
 from app.kernel.usercontext import ContextJournal, UserContext
 from app.kernel.usercontext.commands import Commands
 from app.kernel.usercontext.keeper import MemoryKeeper
@@ -119,6 +121,21 @@ class Kernel:
             turn_completed=self.memory_keeper.wake,
         )
         self.artifacts = SessionArtifacts(self.sessions)
+        self.terminals = Terminals(
+            self.sessions,
+            metrics,
+            per_session=settings.max_terminals_per_session,
+            total=settings.max_terminals,
+        )
+        self.canvases = Canvases(
+            settings.data_dir,
+            self.broker,
+            self.sessions,
+            self.projects,
+            self.connections,
+            self.providers,
+            metrics,
+        )
         self.commands = Commands(home / ".foya", self.projects, self.sessions, self.turns.submit)
         self.rewinds = Rewinds(self.sessions, self.store, self.turns, self.queues)
         self.reviews = Reviews(self.sessions, self.store, self.turns)
@@ -145,6 +162,7 @@ class Kernel:
         self._started = True
         self.projects.load()
         self.connections.load()
+        self.canvases.load()  # generations a crash cut short become `error`
         self.context_journal.open()  # drops a torn last line, keeps the last 10,000 events
         await recover(self.store)
         # Cleanup a crash left undone (a deleted session's directories, a due prune) is not
@@ -158,12 +176,15 @@ class Kernel:
         await self.memory_keeper.stop()
         await self.turns.stop_all()
         await self.hooks.close()  # `async` hooks still running
+        await self.terminals.stop_all()  # every shell's session, then their streams end
+        await self.canvases.stop()  # running generations
         self.broker.close()
 
     async def close(self) -> None:
         """Release what `start` opened."""
         await self.maintenance.stop()
         await self.memory_keeper.stop()
+        await self.terminals.stop_all()  # in-process use, where no begin_shutdown came first
         await self.providers.close()
         if self._started:
             await asyncio.to_thread(self.store.close)
@@ -209,10 +230,12 @@ class Kernel:
         for child in await self.store.list_sessions(parent_id=session):
             await self.delete_session(child["id"])
         await self.turns.stop(session, "session_deleted")
+        await self.terminals.end_session(session)  # no shell writes into what is removed
         try:
             await self.sessions.remove(session)
         finally:
             self.turns.forget(session)
+            await self.terminals.end_session(session)  # one started meanwhile
 
     async def fork_session(
         self, session: str, title: str | None, through_seq: int | None

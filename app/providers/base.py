@@ -1,4 +1,5 @@
-"""The provider protocol: streaming chat with tools, a non-streaming completion, model lists.
+"""The provider protocol: streaming chat with tools, a non-streaming completion, model lists,
+image generation.
 
 Requests and stream items are plain data, independent of any SDK; `ProviderError.kind` tells the
 kernel what went wrong without it knowing the SDK's exception types.
@@ -75,6 +76,17 @@ class Completion:
     usage: Usage
 
 
+@dataclass(frozen=True)
+class ImageRequest:
+    """One image to generate: `references` (image bytes) turn it into an edit of those."""
+
+    model: str
+    prompt: str
+    size: str = "1024x1024"
+    quality: str | None = None
+    references: tuple[bytes, ...] = ()
+
+
 class Provider(Protocol):
     """What the kernel needs from a model API."""
 
@@ -83,6 +95,10 @@ class Provider(Protocol):
     async def complete(self, request: ChatRequest) -> Completion: ...
 
     async def models(self) -> list[str]: ...
+
+    async def generate_image(self, request: ImageRequest, max_bytes: int) -> bytes:
+        """The generated image's bytes (at most `max_bytes`), through the images API."""
+        ...
 
     async def aclose(self) -> None:
         """Close the client's pooled connections."""

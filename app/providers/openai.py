@@ -17,15 +17,22 @@ parser hands over whatever body bytes have arrived in one piece, where httpx's p
 costs ~6 µs per chunk, and providers send one chunk per token (bench/turns.py: 9.7 -> 3.8 µs
 per delta to consume a stream). httpx stays the SDK's interface: proxies from the environment,
 TLS settings and timeouts are configured as before, and aiohttp's errors arrive as httpx's.
+
+Images (`generate_image`) go through the SDK's images API (`images.generate`, or `images.edit`
+with reference images); no `response_format` is sent (gpt-image models refuse it and always
+answer `b64_json`), and an answer given as a `url` is downloaded without the key.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import json
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+import httpx
 import openai
 
 from app.logs import get_logger
@@ -33,6 +40,7 @@ from app.providers.base import (
     ChatRequest,
     Completion,
     Done,
+    ImageRequest,
     ProviderError,
     ReasoningDelta,
     StreamItem,
@@ -183,6 +191,66 @@ class OpenAIProvider:
             return sorted(m.id for m in page.data)
         except MAPPED as exc:
             raise self._failed(exc) from None
+
+    async def generate_image(self, request: ImageRequest, max_bytes: int) -> bytes:
+        """One image through the images API: `images.generate`, or `images.edit` of the
+        reference images. The answer's `b64_json` is decoded; a `url` is downloaded (without
+        the key: the link is the provider's to give, and may point at another host)."""
+        args: dict[str, Any] = {"model": request.model, "prompt": request.prompt, "n": 1}
+        args["size"] = request.size
+        if request.quality:
+            args["quality"] = request.quality
+        create: Any = self.client.images.generate
+        if request.references:
+            files = [(f"reference-{n}.png", data) for n, data in enumerate(request.references)]
+            args["image"] = files if len(files) > 1 else files[0]
+            create = self.client.images.edit
+        response = await self._retrying(create, args)
+        images = getattr(response, "data", None) or [None]  # None: not an images answer
+        b64, url = getattr(images[0], "b64_json", None), getattr(images[0], "url", None)
+        if b64:
+            return self._decoded(b64, max_bytes)
+        if url:
+            return await self._download(url, max_bytes)
+        raise self._report(Failure("bad_response", f"the provider at {self.host} sent no image"))
+
+    def _decoded(self, b64: str, max_bytes: int) -> bytes:
+        if len(b64) // 4 * 3 > max_bytes + 2:
+            raise self._too_large(max_bytes)
+        try:
+            return base64.b64decode(b64)  # characters outside the alphabet are skipped
+        except (binascii.Error, ValueError):
+            message = f"the provider at {self.host} sent an image that is not valid base64"
+            raise self._report(Failure("bad_response", message)) from None
+
+    def _too_large(self, max_bytes: int) -> ProviderError:
+        message = f"the provider at {self.host} sent an image larger than {max_bytes >> 20} MiB"
+        return self._report(Failure("bad_response", message))
+
+    async def _download(self, url: str, max_bytes: int) -> bytes:
+        where = host_of(url)
+        if not url.startswith(("https://", "http://")):
+            message = f"the provider at {self.host} sent an image link that is not http(s)"
+            raise self._report(Failure("bad_response", message))
+        try:
+            async with (
+                httpx.AsyncClient(timeout=TIMEOUT, follow_redirects=True) as client,
+                client.stream("GET", url) as response,
+            ):
+                if response.status_code != 200:
+                    status = response.status_code
+                    message = f"downloading the generated image from {where} answered HTTP {status}"
+                    raise self._report(Failure("bad_response", message, status))
+                data = bytearray()
+                async for chunk in response.aiter_bytes():
+                    data += chunk
+                    if len(data) > max_bytes:
+                        raise self._too_large(max_bytes)
+                return bytes(data)
+        except MAPPED as exc:
+            cause = classify(exc, where, self._key).cause or "the connection failed"
+            message = f"cannot download the generated image from {where}: {cause}"
+            raise self._report(Failure("network", message, cause=cause)) from None
 
 
 class MidStreamError(ProviderError):

@@ -1,0 +1,204 @@
+"""Canvases (Foya's `/canvases` routes): documents, their event stream, assets, generation.
+
+A stale `expected_revision` is answered 409 with the current document: Foya's body (the
+document's fields) plus `code` `canvas_revision_conflict` and `message`. Uploads are multipart
+(field `file`), images only, validated and re-encoded like session artifacts; asset bytes never
+change, so they are served with an immutable cache policy and their SHA-256 as the ETag.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncGenerator
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Header, Query, Request, Response
+from pydantic import BaseModel
+from starlette.datastructures import UploadFile
+from starlette.formparsers import MultiPartException, MultiPartParser
+from starlette.types import Scope
+
+from app.errors import BadRequest, FoyaError
+from app.http.errors import error_response
+from app.http.models import SQLITE_END, NonNegative
+from app.http.routes.artifacts import IMMUTABLE, UPLOAD_SCHEMA
+from app.http.sse import EventStreamResponse, StreamRoute
+from app.kernel import Kernel
+from app.kernel.canvas.models import (
+    Asset,
+    AssetTooLarge,
+    CanvasChanges,
+    Document,
+    GenerationRequest,
+    NewCanvas,
+)
+
+_UPLOAD_PATH = re.compile(r"/canvases/[^/]+/assets")
+_CONFLICT: dict[int | str, dict[str, Any]] = {
+    409: {"description": "A stale expected_revision: the current document."}
+}
+
+
+class AssetCreated(BaseModel):
+    """`POST /canvases/{id}/assets`: the new asset and the document that now holds it."""
+
+    asset: Asset
+    canvas: Document
+
+
+def is_upload(scope: Scope) -> bool:
+    """The asset upload, which enforces its own (larger) body limit (app.http.guard)."""
+    return scope["method"] == "POST" and _UPLOAD_PATH.fullmatch(scope["path"]) is not None
+
+
+def _after(after: int | None, last_event_id: str | None) -> int | None:
+    """The revision the client has: `?after=N`, else `Last-Event-ID`, else none (live only)."""
+    if after is not None or not last_event_id:
+        return after
+    try:
+        revision = int(last_event_id)
+    except ValueError:
+        raise BadRequest("Last-Event-ID: must be a canvas revision") from None
+    if not 0 <= revision < SQLITE_END:
+        raise BadRequest("Last-Event-ID: must be a canvas revision (0 to 2^63 - 1)")
+    return revision
+
+
+async def _upload(request: Request, limit: int) -> tuple[str, bytes]:
+    """(file name, bytes) of the multipart field `file`; 413 as soon as the body passes
+    `limit` (never read whole first)."""
+    if not request.headers.get("content-type", "").startswith("multipart/form-data"):
+        raise BadRequest("send the asset as multipart/form-data with a field named file")
+    too_large = AssetTooLarge(f"the upload is larger than {limit >> 20} MiB")
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise too_large
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise too_large
+        chunks.append(chunk)
+
+    async def body() -> AsyncGenerator[bytes, None]:
+        yield b"".join(chunks)
+
+    try:
+        form = await MultiPartParser(request.headers, body(), max_files=1, max_fields=8).parse()
+    except MultiPartException as exc:
+        raise BadRequest(f"malformed multipart body: {exc.message}") from None
+    upload = form.get("file")
+    try:
+        if not isinstance(upload, UploadFile):
+            raise BadRequest('multipart field "file" is required', code="missing_asset")
+        return upload.filename or "image", await upload.read()
+    finally:
+        await form.close()
+
+
+def router(kernel: Kernel) -> APIRouter:
+    """Routes bound to `kernel`."""
+    api = APIRouter(tags=["canvases"])
+    canvases = kernel.canvases
+    limit = kernel.artifacts.MAX_UPLOAD_BYTES
+
+    @api.get("/canvases", response_model_exclude_none=True)
+    async def list_canvases(session_id: str = "") -> list[Document]:
+        """Every canvas (of `session_id`, if given), last changed first."""
+        return canvases.listing(session_id)
+
+    @api.post("/canvases", status_code=201, response_model_exclude_none=True)
+    async def create_canvas(body: NewCanvas | None = None) -> Document:
+        """A new, empty canvas (revision 1); a session's canvas takes the session's project."""
+        return await canvases.create(body or NewCanvas())
+
+    @api.get("/canvases/{canvas_id}", response_model_exclude_none=True)
+    async def get_canvas(canvas_id: str) -> Document:
+        return canvases.get(canvas_id)
+
+    @api.patch("/canvases/{canvas_id}", response_model_exclude_none=True, responses=_CONFLICT)
+    async def update_canvas(canvas_id: str, body: CanvasChanges) -> Document:
+        """Replace the fields given, if the canvas is still at `expected_revision`."""
+        return await canvases.update(canvas_id, body)
+
+    @api.delete("/canvases/{canvas_id}", status_code=204)
+    async def delete_canvas(canvas_id: str) -> Response:
+        """Delete the canvas and its assets; its event streams end after `canvas_deleted`."""
+        await canvases.delete(canvas_id)
+        return Response(status_code=204)
+
+    @api.get(
+        "/canvases/{canvas_id}/events",
+        response_class=Response,
+        responses={200: {"content": {"text/event-stream": {}}}},
+    )
+    async def canvas_events(
+        request: Request,
+        canvas_id: str,
+        after: Annotated[
+            NonNegative | None,
+            Query(description="The revision the client has: a newer document is sent first."),
+        ] = None,
+        last_event_id: str | None = Header(None),
+    ) -> Response:
+        """SSE: each new document (`canvas_updated`, `canvas_deleted`; `id:` its revision)."""
+        start = _after(after, last_event_id)
+        canvases.get(canvas_id)  # 404 before the stream starts
+        slots = request.app.state.stream_slots  # None on the Unix socket: its one user
+        return StreamRoute(EventStreamResponse(lambda: canvases.events(canvas_id, start), slots))
+
+    @api.post(
+        "/canvases/{canvas_id}/assets",
+        status_code=201,
+        response_model=AssetCreated,
+        response_model_exclude_none=True,
+        openapi_extra=UPLOAD_SCHEMA,
+    )
+    async def upload_asset(canvas_id: str, request: Request) -> AssetCreated | Response:
+        """Add a PNG, JPEG, WebP or GIF (re-encoded without metadata) to the canvas's assets."""
+        try:
+            canvases.get(canvas_id)
+            name, data = await _upload(request, limit)
+        except FoyaError as exc:
+            # Refused with the body (partly) unread: hypercorn closes the connection after
+            # the response, so tell the client not to reuse it.
+            return error_response(exc.status, exc.code, exc.message, {"Connection": "close"})
+        asset, doc = await canvases.add_asset(canvas_id, name, data)
+        return AssetCreated(asset=asset, canvas=doc)
+
+    @api.get(
+        "/canvases/{canvas_id}/assets/{asset_id}",
+        response_class=Response,
+        responses={200: {"content": {"image/*": {}}}, 304: {"description": "Not modified"}},
+    )
+    async def read_asset(
+        canvas_id: str, asset_id: str, if_none_match: str | None = Header(None)
+    ) -> Response:
+        """The asset's bytes; they never change, so clients may cache them for good."""
+        asset = canvases.asset(canvas_id, asset_id)
+        headers = {"Cache-Control": IMMUTABLE, "ETag": f'"{asset.sha256}"'}
+        if if_none_match and headers["ETag"] in re.split(r"\s*,\s*", if_none_match.strip()):
+            return Response(status_code=304, headers=headers)
+        data, asset = await canvases.read_asset(canvas_id, asset_id)
+        return Response(data, media_type=asset.media_type, headers=headers)
+
+    @api.post(
+        "/canvases/{canvas_id}/generate-image",
+        response_model_exclude_none=True,
+        responses=_CONFLICT,
+    )
+    async def generate_image(canvas_id: str, body: GenerationRequest) -> Document:
+        """Generate the output node's image with the image connection; answers the document
+        once done (both nodes `success`), or 502 `generation_provider_failed` (both `error`)."""
+        return await canvases.generate_image(canvas_id, body)
+
+    @api.post(
+        "/canvases/{canvas_id}/generate-video",
+        response_model_exclude_none=True,
+        responses={501: {"description": "Video generation is not implemented."}},
+    )
+    async def generate_video(canvas_id: str, body: GenerationRequest) -> Document:
+        """Always 501 `video_generation_unsupported` (for a canvas that exists)."""
+        return await canvases.generate_video(canvas_id, body)
+
+    return api
