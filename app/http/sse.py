@@ -31,8 +31,9 @@ from typing import Protocol
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from app.errors import FoyaError
+from app.errors import BadRequest, FoyaError
 from app.events import Event
+from app.http.models import SQLITE_END
 
 HEARTBEAT = 15.0
 BATCH = 64
@@ -180,3 +181,17 @@ class StreamRoute(Response):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self.app(scope, receive, send)
+
+
+def cursor(after: int | None, last_event_id: str | None, what: str) -> int | None:
+    """Where a client resumes a stream: `?after=N`, else its `Last-Event-ID` (400 unless it is
+    `what`, a number from 0 to 2^63 - 1), else None (it has seen nothing)."""
+    if after is not None or not last_event_id:
+        return after
+    try:
+        seq = int(last_event_id)
+    except ValueError:
+        raise BadRequest(f"Last-Event-ID: must be {what}") from None
+    if not 0 <= seq < SQLITE_END:
+        raise BadRequest(f"Last-Event-ID: must be {what} (0 to 2^63 - 1)")
+    return seq

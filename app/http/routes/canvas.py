@@ -20,9 +20,9 @@ from starlette.types import Scope
 
 from app.errors import BadRequest, FoyaError
 from app.http.errors import error_response
-from app.http.models import SQLITE_END, NonNegative
+from app.http.models import NonNegative
 from app.http.routes.artifacts import IMMUTABLE, UPLOAD_SCHEMA
-from app.http.sse import EventStreamResponse, StreamRoute
+from app.http.sse import EventStreamResponse, StreamRoute, cursor
 from app.kernel import Kernel
 from app.kernel.canvas.models import (
     Asset,
@@ -49,19 +49,6 @@ class AssetCreated(BaseModel):
 def is_upload(scope: Scope) -> bool:
     """The asset upload, which enforces its own (larger) body limit (app.http.guard)."""
     return scope["method"] == "POST" and _UPLOAD_PATH.fullmatch(scope["path"]) is not None
-
-
-def _after(after: int | None, last_event_id: str | None) -> int | None:
-    """The revision the client has: `?after=N`, else `Last-Event-ID`, else none (live only)."""
-    if after is not None or not last_event_id:
-        return after
-    try:
-        revision = int(last_event_id)
-    except ValueError:
-        raise BadRequest("Last-Event-ID: must be a canvas revision") from None
-    if not 0 <= revision < SQLITE_END:
-        raise BadRequest("Last-Event-ID: must be a canvas revision (0 to 2^63 - 1)")
-    return revision
 
 
 async def _upload(request: Request, limit: int) -> tuple[str, bytes]:
@@ -142,7 +129,7 @@ def router(kernel: Kernel) -> APIRouter:
         last_event_id: str | None = Header(None),
     ) -> Response:
         """SSE: each new document (`canvas_updated`, `canvas_deleted`; `id:` its revision)."""
-        start = _after(after, last_event_id)
+        start = cursor(after, last_event_id, "a canvas revision")
         canvases.get(canvas_id)  # 404 before the stream starts
         slots = request.app.state.stream_slots  # None on the Unix socket: its one user
         return StreamRoute(EventStreamResponse(lambda: canvases.events(canvas_id, start), slots))

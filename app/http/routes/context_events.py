@@ -10,25 +10,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Request, Response
 
-from app.errors import BadRequest
-from app.http.models import SQLITE_END, NonNegative
-from app.http.sse import EventStreamResponse, StreamRoute
+from app.http.models import NonNegative
+from app.http.sse import EventStreamResponse, StreamRoute, cursor
 from app.kernel import Kernel
 from app.kernel.usercontext.stream import context_events
-
-
-def _after(after: int | None, last_event_id: str | None) -> int:
-    if after is not None:
-        return after
-    if not last_event_id:
-        return 0
-    try:
-        seq = int(last_event_id)
-    except ValueError:
-        raise BadRequest("Last-Event-ID: must be an event seq") from None
-    if not 0 <= seq < SQLITE_END:
-        raise BadRequest("Last-Event-ID: must be an event seq (0 to 2^63 - 1)")
-    return seq
 
 
 def router(kernel: Kernel) -> APIRouter:
@@ -49,7 +34,7 @@ def router(kernel: Kernel) -> APIRouter:
         last_event_id: str | None = Header(None),
     ) -> Response:
         """SSE: journal events after `after`/Last-Event-ID (all when neither), then live ones."""
-        start = _after(after, last_event_id)
+        start = cursor(after, last_event_id, "an event seq") or 0
         slots = request.app.state.stream_slots  # None on the Unix socket: its one user
         return StreamRoute(EventStreamResponse(lambda: context_events(journal, start), slots))
 

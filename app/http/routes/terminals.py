@@ -12,28 +12,13 @@ from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Request, Response
 
-from app.errors import BadRequest
-from app.http.models import SQLITE_END, NonNegative
-from app.http.sse import EventStreamResponse, StreamRoute
+from app.http.models import NonNegative
+from app.http.sse import EventStreamResponse, StreamRoute, cursor
 from app.http.terminalmodels import ResizeTerminal, StartTerminal, TerminalInput
 from app.kernel import Kernel
 from app.kernel.terminals import TerminalSnapshot
 
 TERMINAL = "/sessions/{session_id}/terminals/{ref}"
-
-
-def _after(after: int | None, last_event_id: str | None) -> int:
-    if after is not None:
-        return after
-    if not last_event_id:
-        return 0
-    try:
-        seq = int(last_event_id)
-    except ValueError:
-        raise BadRequest("Last-Event-ID: must be a terminal event seq") from None
-    if not 0 <= seq < SQLITE_END:
-        raise BadRequest("Last-Event-ID: must be a terminal event seq (0 to 2^63 - 1)")
-    return seq
 
 
 def router(kernel: Kernel) -> APIRouter:
@@ -88,7 +73,9 @@ def router(kernel: Kernel) -> APIRouter:
         last_event_id: str | None = Header(None),
     ) -> Response:
         """SSE: kept events after `after`/Last-Event-ID (all kept when neither), then live."""
-        stream = terminals.stream(session_id, ref, _after(after, last_event_id))
+        stream = terminals.stream(
+            session_id, ref, cursor(after, last_event_id, "a terminal event seq") or 0
+        )
         slots = request.app.state.stream_slots  # None on the Unix socket: its one user
         return StreamRoute(EventStreamResponse(stream.attached, slots))
 
