@@ -499,6 +499,12 @@ class FakeProvider:
             message = f"fake provider: no {what} script for model {model}"
             await _json(send, 500, {"error": {"message": message, "type": "server_error"}})
             return
+        if not record.streaming:  # a completion held back by `wait(gate)` before it is sent
+            while script and isinstance(script[0], Wait):
+                gate, end = script[0].gate, time.monotonic() + BOUND
+                while not gate.is_set() and time.monotonic() < end:
+                    await asyncio.sleep(0.01)
+                script = script[1:]
         first = script[0] if script else None
         if isinstance(first, HttpError):
             headers = [(k.encode(), v.encode()) for k, v in first.headers.items()]

@@ -27,7 +27,6 @@ from fake_provider import (
     BOUND,
     FakeProvider,
     Recorded,
-    Wait,
     answer,
     call,
     http_error,
@@ -52,29 +51,13 @@ FAST = "fast-memory-model"
 CHAT = "chat-model"
 
 
-class HeldFake(FakeProvider):
-    """The fake provider, where a non-streaming script may start with `wait(gate)`."""
-
-    async def _chat(self, record: Any, receive: Any, send: Any) -> None:
-        if not record.streaming:
-            with self._lock:
-                queued = self._scripts[record.model or "", False]
-                script = queued[0] if queued else None
-            if script and isinstance(script[0], Wait):
-                gate = script.pop(0).gate
-                end = time.monotonic() + BOUND
-                while not gate.is_set() and time.monotonic() < end:
-                    await asyncio.sleep(0.01)
-        await super()._chat(record, receive, send)
-
-
 @dataclass
 class Rig:
     """A started kernel on a loop of its own, with a connection to the fake."""
 
     kernel: Kernel
     loop: asyncio.AbstractEventLoop
-    fake: HeldFake
+    fake: FakeProvider
     connection: str
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
@@ -137,7 +120,7 @@ async def _turn(kernel: Kernel, session: str, message: str) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def running(data_dir: Path, fake: HeldFake, *, interval: float | None = None) -> Iterator[Rig]:
+def running(data_dir: Path, fake: FakeProvider, *, interval: float | None = None) -> Iterator[Rig]:
     """A kernel on `data_dir`. With `interval`, its keeper is one with that minimum interval
     and its background task keeps running; without, the task is stopped after start."""
     loop = asyncio.new_event_loop()
@@ -171,8 +154,8 @@ def running(data_dir: Path, fake: HeldFake, *, interval: float | None = None) ->
 
 
 @pytest.fixture
-def fake() -> Iterator[HeldFake]:
-    with HeldFake.running() as held:
+def fake() -> Iterator[FakeProvider]:
+    with FakeProvider.running() as held:
         yield held
 
 
@@ -197,7 +180,7 @@ def fast_calls(fake: FakeProvider) -> list[Recorded]:
 
 
 def test_a_pass_condenses_each_scope_into_its_memory_and_moves_the_watermark(
-    tmp_path: Path, home: Path, fake: HeldFake
+    tmp_path: Path, home: Path, fake: FakeProvider
 ) -> None:
     workdir = tmp_path / "widget"
     workdir.mkdir()
@@ -245,7 +228,7 @@ def test_a_pass_condenses_each_scope_into_its_memory_and_moves_the_watermark(
 
 
 def test_forks_and_sub_agents_add_nothing_to_read(
-    tmp_path: Path, home: Path, fake: HeldFake
+    tmp_path: Path, home: Path, fake: FakeProvider
 ) -> None:
     with running(tmp_path / "data", fake) as rig:
         chat = rig.session("Prefs")
@@ -271,7 +254,9 @@ def test_forks_and_sub_agents_add_nothing_to_read(
         assert len(fast_calls(fake)) == 1
 
 
-def test_a_restart_resumes_from_the_watermark(tmp_path: Path, home: Path, fake: HeldFake) -> None:
+def test_a_restart_resumes_from_the_watermark(
+    tmp_path: Path, home: Path, fake: FakeProvider
+) -> None:
     data = tmp_path / "data"
     with running(data, fake) as rig:
         chat = rig.session("Style")
@@ -297,7 +282,7 @@ def test_a_restart_resumes_from_the_watermark(tmp_path: Path, home: Path, fake: 
 
 
 def test_nothing_is_sent_without_a_fast_model_or_while_memory_is_disabled(
-    tmp_path: Path, home: Path, fake: HeldFake
+    tmp_path: Path, home: Path, fake: FakeProvider
 ) -> None:
     with running(tmp_path / "data", fake) as rig:
         chat = rig.session("Prefs")
@@ -317,7 +302,7 @@ def test_nothing_is_sent_without_a_fast_model_or_while_memory_is_disabled(
 
 
 def test_a_provider_failure_keeps_the_watermark_and_the_next_pass_retries(
-    tmp_path: Path, home: Path, fake: HeldFake
+    tmp_path: Path, home: Path, fake: FakeProvider
 ) -> None:
     with running(tmp_path / "data", fake) as rig:
         chat = rig.session("Prefs")
@@ -344,7 +329,9 @@ def test_a_provider_failure_keeps_the_watermark_and_the_next_pass_retries(
         assert rig.memory() == "- Uses Vim.\n- Works in UTC."
 
 
-def test_an_unreadable_watermark_counts_as_zero(tmp_path: Path, home: Path, fake: HeldFake) -> None:
+def test_an_unreadable_watermark_counts_as_zero(
+    tmp_path: Path, home: Path, fake: FakeProvider
+) -> None:
     data = tmp_path / "data"
     (data / "memory").mkdir(parents=True)
     (data / FILE).write_text('{"through_seq": "lots"')
@@ -360,7 +347,7 @@ def test_an_unreadable_watermark_counts_as_zero(tmp_path: Path, home: Path, fake
 
 
 def test_no_change_and_overlong_answers_leave_memory_alone(
-    tmp_path: Path, home: Path, fake: HeldFake
+    tmp_path: Path, home: Path, fake: FakeProvider
 ) -> None:
     with running(tmp_path / "data", fake) as rig:
         chat = rig.session("Chit-chat")
@@ -382,7 +369,7 @@ def test_no_change_and_overlong_answers_leave_memory_alone(
 
 
 def test_a_hand_edit_made_while_the_model_answers_is_kept(
-    tmp_path: Path, home: Path, fake: HeldFake
+    tmp_path: Path, home: Path, fake: FakeProvider
 ) -> None:
     with running(tmp_path / "data", fake) as rig:
         memory = rig.run(rig.kernel.user_context.create_memory("global", None, "- Original."))
@@ -402,7 +389,7 @@ def test_a_hand_edit_made_while_the_model_answers_is_kept(
         assert not rig.watermark.exists()
 
 
-def test_passes_run_one_at_a_time(tmp_path: Path, home: Path, fake: HeldFake) -> None:
+def test_passes_run_one_at_a_time(tmp_path: Path, home: Path, fake: FakeProvider) -> None:
     with running(tmp_path / "data", fake) as rig:
         chat = rig.session("Prefs")
         rig.turn(chat, "Remember: two spaces after a period.", answer("Noted."))
@@ -421,7 +408,7 @@ def test_passes_run_one_at_a_time(tmp_path: Path, home: Path, fake: HeldFake) ->
 
 
 def test_a_slow_pass_never_delays_a_turn_and_stops_with_the_kernel(
-    tmp_path: Path, home: Path, fake: HeldFake
+    tmp_path: Path, home: Path, fake: FakeProvider
 ) -> None:
     with running(tmp_path / "data", fake, interval=0) as rig:
         body = {"name": "fast", "base_url": fake.base_url, "api_key": API_KEY}
@@ -447,7 +434,7 @@ def test_a_slow_pass_never_delays_a_turn_and_stops_with_the_kernel(
 
 
 def test_the_background_task_runs_a_pass_when_woken(
-    tmp_path: Path, home: Path, fake: HeldFake
+    tmp_path: Path, home: Path, fake: FakeProvider
 ) -> None:
     with running(tmp_path / "data", fake, interval=0) as rig:
         rig.use_fast()

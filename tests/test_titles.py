@@ -7,13 +7,11 @@ title call leaves the session untitled; the kernel serves on, and tries again af
 completed turn.
 
 Sessions here are made with `title=None` (no manual title). The fake's non-streaming answers are
-held back by a `wait` action where a test needs the title call to be in flight (`HeldFake`).
+held back by a `wait` action where a test needs the title call to be in flight.
 """
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -24,7 +22,6 @@ from fake_provider import (
     Agent,
     FakeProvider,
     Session,
-    Wait,
     answer,
     connect,
     http_error,
@@ -38,26 +35,10 @@ from streams_helpers import is_title, module_kernels
 from app.kernel.titles import PROMPT
 
 
-class HeldFake(FakeProvider):
-    """The fake provider, where a non-streaming script may start with `wait(gate)`."""
-
-    async def _chat(self, record: Any, receive: Any, send: Any) -> None:
-        if not record.streaming:
-            with self._lock:
-                queued = self._scripts[record.model or "", False]
-                script = queued[0] if queued else None
-            if script and isinstance(script[0], Wait):
-                gate = script.pop(0).gate
-                end = time.monotonic() + BOUND
-                while not gate.is_set() and time.monotonic() < end:
-                    await asyncio.sleep(0.01)
-        await super()._chat(record, receive, send)
-
-
 @pytest.fixture(scope="module")
 def agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Agent]:
     with (
-        HeldFake.running() as fake,
+        FakeProvider.running() as fake,
         short_tmpdir() as root,
         module_kernels(tmp_path_factory.mktemp("titles"), root, "k") as kernels,
         kernels["k"].client() as client,
