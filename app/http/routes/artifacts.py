@@ -48,25 +48,30 @@ def _too_large(limit: int) -> FoyaError:
     )
 
 
-async def _body(request: Request, limit: int) -> bytes:
-    """The request body, refused with 413 as soon as it passes `limit` (never spooled whole)."""
+async def _body(request: Request, limit: int, too_large: FoyaError) -> bytes:
+    """The request body, refused with `too_large` as soon as it passes `limit` (never spooled
+    whole)."""
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
-        raise _too_large(limit)
+        raise too_large
     chunks, size = [], 0
     async for chunk in request.stream():
         size += len(chunk)
         if size > limit:
-            raise _too_large(limit)
+            raise too_large
         chunks.append(chunk)
     return b"".join(chunks)
 
 
-async def _upload(request: Request, limit: int) -> tuple[str, bytes]:
-    """(file name, bytes) of the multipart field `file`."""
+async def multipart_file(
+    request: Request, limit: int, *, what: str, too_large: FoyaError, missing: FoyaError
+) -> tuple[str, bytes]:
+    """(file name, bytes) of the multipart field `file` of an upload of `what` (an image, an
+    asset), at most `limit` bytes in all (`too_large`); `missing` when there is no such field.
+    Session artifacts and canvas assets are uploaded this way."""
     if not request.headers.get("content-type", "").startswith("multipart/form-data"):
-        raise BadRequest("send the image as multipart/form-data with a field named file")
-    body = await _body(request, limit)
+        raise BadRequest(f"send the {what} as multipart/form-data with a field named file")
+    body = await _body(request, limit, too_large)
 
     async def stream() -> AsyncGenerator[bytes, None]:
         yield body
@@ -75,10 +80,10 @@ async def _upload(request: Request, limit: int) -> tuple[str, bytes]:
         form = await MultiPartParser(request.headers, stream(), max_files=1, max_fields=8).parse()
     except MultiPartException as exc:
         raise BadRequest(f"malformed multipart body: {exc.message}") from None
-    upload = form.get("file")
-    if not isinstance(upload, UploadFile):
-        raise BadRequest("the multipart field file is missing")
     try:
+        upload = form.get("file")
+        if not isinstance(upload, UploadFile):
+            raise missing
         return upload.filename or "image", await upload.read()
     finally:
         await form.close()
@@ -99,7 +104,14 @@ def router(kernel: Kernel) -> APIRouter:
     async def upload(session_id: str, request: Request) -> Any:
         """Store a PNG, JPEG, WebP or GIF (re-encoded without metadata) for a later turn."""
         try:
-            name, data = await _upload(request, artifacts.MAX_UPLOAD_BYTES)
+            limit = artifacts.MAX_UPLOAD_BYTES
+            name, data = await multipart_file(
+                request,
+                limit,
+                what="image",
+                too_large=_too_large(limit),
+                missing=BadRequest("the multipart field file is missing"),
+            )
         except FoyaError as exc:
             # Refused with the body (partly) unread: hypercorn closes the connection after
             # the response, so tell the client not to reuse it.

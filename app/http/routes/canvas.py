@@ -9,19 +9,16 @@ change, so they are served with an immutable cache policy and their SHA-256 as t
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncGenerator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Request, Response
 from pydantic import BaseModel
-from starlette.datastructures import UploadFile
-from starlette.formparsers import MultiPartException, MultiPartParser
 from starlette.types import Scope
 
 from app.errors import BadRequest, FoyaError
 from app.http.errors import error_response
 from app.http.models import NonNegative
-from app.http.routes.artifacts import IMMUTABLE, UPLOAD_SCHEMA
+from app.http.routes.artifacts import IMMUTABLE, UPLOAD_SCHEMA, multipart_file
 from app.http.sse import EventStreamResponse, StreamRoute, cursor
 from app.kernel import Kernel
 from app.kernel.canvas.models import (
@@ -49,38 +46,6 @@ class AssetCreated(BaseModel):
 def is_upload(scope: Scope) -> bool:
     """The asset upload, which enforces its own (larger) body limit (app.http.guard)."""
     return scope["method"] == "POST" and _UPLOAD_PATH.fullmatch(scope["path"]) is not None
-
-
-async def _upload(request: Request, limit: int) -> tuple[str, bytes]:
-    """(file name, bytes) of the multipart field `file`; 413 as soon as the body passes
-    `limit` (never read whole first)."""
-    if not request.headers.get("content-type", "").startswith("multipart/form-data"):
-        raise BadRequest("send the asset as multipart/form-data with a field named file")
-    too_large = AssetTooLarge(f"the upload is larger than {limit >> 20} MiB")
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
-        raise too_large
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise too_large
-        chunks.append(chunk)
-
-    async def body() -> AsyncGenerator[bytes, None]:
-        yield b"".join(chunks)
-
-    try:
-        form = await MultiPartParser(request.headers, body(), max_files=1, max_fields=8).parse()
-    except MultiPartException as exc:
-        raise BadRequest(f"malformed multipart body: {exc.message}") from None
-    upload = form.get("file")
-    try:
-        if not isinstance(upload, UploadFile):
-            raise BadRequest('multipart field "file" is required', code="missing_asset")
-        return upload.filename or "image", await upload.read()
-    finally:
-        await form.close()
 
 
 def router(kernel: Kernel) -> APIRouter:
@@ -145,7 +110,13 @@ def router(kernel: Kernel) -> APIRouter:
         """Add a PNG, JPEG, WebP or GIF (re-encoded without metadata) to the canvas's assets."""
         try:
             canvases.get(canvas_id)
-            name, data = await _upload(request, limit)
+            name, data = await multipart_file(
+                request,
+                limit,
+                what="asset",
+                too_large=AssetTooLarge(f"the upload is larger than {limit >> 20} MiB"),
+                missing=BadRequest('multipart field "file" is required', code="missing_asset"),
+            )
         except FoyaError as exc:
             # Refused with the body (partly) unread: hypercorn closes the connection after
             # the response, so tell the client not to reuse it.
