@@ -35,8 +35,7 @@ from app.kernel.ids import iso_now
 from app.kernel.providers import Providers
 from app.kernel.sessions import Sessions
 from app.kernel.tooling import Emit, ToolRunner, parsed
-from app.kernel.usercontext import prompt as usercontext
-from app.kernel.usercontext.prompt import PromptContext, Where
+from app.kernel.usercontext.prompt import PromptContext, Where, activity
 from app.logs import get_logger
 from app.metrics import Metrics
 from app.providers.base import (
@@ -210,7 +209,7 @@ class Steps:
         where = self.where(row, cwd)
 
         def read() -> UserInput:
-            sections = prompt.sections(where, usercontext.activity(history, cwd))
+            sections = prompt.sections(where, activity(history, cwd))
             text = "\n\n".join(s.text for s in sections)
             users = [m for m in history if m.get("role") == "user"]
             expanded = {
