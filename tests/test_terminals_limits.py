@@ -8,6 +8,8 @@ Whether a shell is gone is read from /proc, as in test_terminals.
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -15,7 +17,6 @@ from pathlib import Path
 import pytest
 
 from app.kernel import Kernel
-from app.kernel.terminals import process as terminal_process
 from app.kernel.terminals import terminal as terminal_module
 from app.kernel.terminals.errors import TerminalBusy, TerminalUnavailable
 from app.metrics import Metrics
@@ -86,7 +87,7 @@ def test_a_host_without_ptys_or_pidfds_is_501_and_leaves_no_shell(
     failing: str, shell_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     started: list[int] = []
-    real_popen = terminal_process.subprocess.Popen
+    real_popen = subprocess.Popen
 
     def recording_popen(*args: object, **kwargs: object) -> object:
         child = real_popen(*args, **kwargs)  # type: ignore[call-overload]
@@ -96,8 +97,8 @@ def test_a_host_without_ptys_or_pidfds_is_501_and_leaves_no_shell(
     def unavailable(*_: object) -> int:
         raise OSError(38, "Function not implemented")
 
-    monkeypatch.setattr(terminal_process.subprocess, "Popen", recording_popen)
-    monkeypatch.setattr(terminal_process.os, failing, unavailable)
+    monkeypatch.setattr(subprocess, "Popen", recording_popen)
+    monkeypatch.setattr(os, failing, unavailable)
 
     async def main() -> None:
         async with kernel_with_session(shell_home) as (kernel, session):
