@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import shutil
 from pathlib import Path
 from typing import Any, Final, NotRequired
@@ -55,6 +56,10 @@ class Session(TypedDict):
     agent_name: NotRequired[str]
     agent_digest: NotRequired[str]
     reasoning_effort: NotRequired[str]
+    spawned_by: NotRequired[dict[str, Any]]
+    agent_mode: NotRequired[str]
+    pre_plan_mode: NotRequired[str]
+    tasks: NotRequired[list[dict[str, Any]]]
 
 
 _OPTIONAL_TEXT: Final = (
@@ -64,6 +69,8 @@ _OPTIONAL_TEXT: Final = (
     "agent_ref",
     "agent_name",
     "agent_digest",
+    "agent_mode",
+    "pre_plan_mode",
 )
 
 
@@ -82,6 +89,10 @@ def wire(row: dict[str, Any]) -> Session:
     for key in _OPTIONAL_TEXT:
         if row.get(key):
             out[key] = row[key]
+    if row.get("spawned_by_json"):
+        out["spawned_by"] = json.loads(row["spawned_by_json"])
+    if row.get("tasks_json"):
+        out["tasks"] = json.loads(row["tasks_json"])
     if row.get("reasoning_effort") is not None:
         out["reasoning_effort"] = row["reasoning_effort"]
     if row.get("title"):

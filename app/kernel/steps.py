@@ -32,6 +32,7 @@ from app.events import (
 from app.kernel import compaction, context, usage
 from app.kernel.compaction import Compactor
 from app.kernel.ids import iso_now
+from app.kernel.loopguard import LoopGuard
 from app.kernel.providers import Providers
 from app.kernel.sessions import Sessions
 from app.kernel.tooling import Emit, ToolRunner, parsed
@@ -53,6 +54,10 @@ from app.tools import ToolResult
 SNAPSHOT_EVERY = 0.25
 
 
+class StepLimitReached(FoyaError):
+    code = "max_turns_reached"
+
+
 @dataclass
 class Run:
     """A busy session's runner state."""
@@ -70,12 +75,14 @@ class Run:
     last_output: int | None = None
     overflow_retried: bool = False
     completed: bool = False  # `turn_complete` is stored: only bookkeeping is left of the turn
+    guard: LoopGuard = field(default_factory=LoopGuard)
 
     def begin(self, run_id: str, started_at: str) -> None:
         """Reset the per-turn state for a new turn of this runner."""
         self.run_id, self.started_at = run_id, started_at
         self.text, self.reasoning = [], []
         self.steps, self.overflow_retried, self.completed = 0, False, False
+        self.guard = LoopGuard()
         self.turn = None
 
     def partial(self) -> Message:
@@ -191,7 +198,7 @@ class Steps:
         request = ChatRequest(
             model=row["model"],
             messages=messages,
-            tools=self.tool_runner.schemas(),
+            tools=self.tool_runner.schemas(row),
             reasoning_effort=row.get("reasoning_effort") or None,
         )
         last = int(history[-1]["event_seq"]) if history else after
@@ -262,6 +269,9 @@ class Steps:
     async def _step(self, run: Run) -> bool:
         """One model request and its tools; True if the model asked for tools (go on)."""
         row = await self.sessions.row(run.session)
+        limit = row.get("agent_max_turns")
+        if limit and run.steps >= limit:  # a sub-agent's `max_turns`
+            raise StepLimitReached(f"the agent reached its limit of {limit} model steps")
         cwd = self.sessions.workspace(row)
         provider = self.providers.for_session(row)
         request = await self._request(run, row, cwd)
@@ -305,8 +315,9 @@ class Steps:
         await self.sessions.facts.emit_all(run.session, drafts)
         run.text, run.reasoning = [], []
         emit = emitter(self.sessions, run)
-        for call in tool_calls:
-            await self.tool_runner.run(run.session, row, cwd, call, emit, run.tools)
+        await self.tool_runner.run_step(
+            run.session, run.run_id, row, cwd, tool_calls, emit, run.tools, run.guard
+        )
         return bool(tool_calls)
 
     async def _stream(self, run: Run, items: AsyncIterator[StreamItem]) -> Streamed:

@@ -1,5 +1,12 @@
 """Running the tool calls of a step: approval first, then the tool, then its recorded result.
 
+Calls of tools declared `parallel` (they never change anything) run side by side, at most
+`MAX_PARALLEL` at once; the others run one after another, in the model's order. Each step's
+results are recorded in call order either way. A session may be limited to some tools
+(`ToolPolicy`: a sub-agent's allowed tools, plan mode); a call of another tool is refused with
+an error result. The turn's `LoopGuard` holds back a call that keeps failing and ends a turn
+that repeats itself.
+
 A file tool's change is journaled before it reaches the disk (`ToolContext.intend` →
 `Store.begin_restore`, one file, action `tool_change`), and the tool's `message_end` forgets
 that journal in the same transaction that records the change. So the rule after a crash is
@@ -13,8 +20,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Collection
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +31,7 @@ from app.events import Message
 from app.kernel.approvals import Approvals, Ask
 from app.kernel.filestate import roll_back
 from app.kernel.ids import iso_now, new_id
+from app.kernel.loopguard import LoopGuard, call_signature, gate_text
 from app.kernel.providers import Providers
 from app.logs import get_logger
 from app.store import Store
@@ -38,6 +46,17 @@ GUARDIAN_PROMPT = (
 
 Emit = Callable[..., Awaitable[None]]
 
+#: The tool names a session may use (None: no limit of this policy's), from its row.
+ToolPolicy = Callable[[dict[str, Any]], Collection[str] | None]
+
+MAX_PARALLEL = 5
+
+
+def allowed_tools_policy(row: dict[str, Any]) -> Collection[str] | None:
+    """A sub-agent's `allowed_tools` (stored as JSON on its row)."""
+    raw = row.get("allowed_tools_json")
+    return None if raw is None else frozenset(json.loads(raw))
+
 
 @dataclass
 class _Intent:
@@ -46,6 +65,29 @@ class _Intent:
     journal: int | None = None
     file: JournalFile | None = None
     recorded: bool = False
+
+
+@dataclass
+class _Step:
+    """What every call of one step shares."""
+
+    session: str
+    run_id: str
+    row: dict[str, Any]
+    cwd: Path
+    tools: dict[str, Tool]
+    emit: Emit
+    running: dict[str, asyncio.Task[ToolResult]]
+    guard: LoopGuard
+
+
+@dataclass
+class _Call:
+    """One call of a step: what it asked, its change journal, and (once run) its result."""
+
+    call: dict[str, Any]
+    intent: _Intent = field(default_factory=_Intent)
+    result: ToolResult | None = None
 
 
 def _image(content: bytes | None, mode: int | None) -> FileImage:
@@ -69,31 +111,92 @@ class ToolRunner:
         self.trash = trash
         self.store = store
         self.log = get_logger("foya.tools")
+        self.policies: list[ToolPolicy] = [allowed_tools_policy]
 
-    def schemas(self) -> list[dict[str, Any]]:
-        """The tools as Chat Completions function definitions."""
-        return [schema(t) for t in self.tools.values()]
+    def available(self, row: dict[str, Any]) -> dict[str, Tool]:
+        """The tools session `row` may use: those every policy allows."""
+        tools = self.tools
+        for policy in self.policies:
+            allowed = policy(row)
+            if allowed is not None:
+                tools = {name: tool for name, tool in tools.items() if name in allowed}
+        return tools
 
-    async def run(
+    def schemas(self, row: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        """The tools (of session `row`, if given) as Chat Completions function definitions."""
+        tools = self.tools if row is None else self.available(row)
+        return [schema(t) for t in tools.values()]
+
+    async def run_step(
         self,
         session: str,
+        run_id: str,
         row: dict[str, Any],
         cwd: Path,
-        call: dict[str, Any],
+        calls: list[dict[str, Any]],
         emit: Emit,
         running: dict[str, asyncio.Task[ToolResult]],
+        guard: LoopGuard,
     ) -> None:
-        """Execute `call` and emit `tool_end` and the tool's `message_end`."""
-        intent = _Intent()
+        """Execute a step's `calls` and record each (`tool_end` and the tool's `message_end`)
+        in call order; then let the loop guard see the step (it may end the turn)."""
+        step = _Step(session, run_id, row, cwd, self.available(row), emit, running, guard)
+        pending = [_Call(call) for call in calls]
         try:
-            result = await self._execute(session, row, cwd, call, emit, running, intent)
-            await self._record(call, result, emit, intent)
+            lane: list[_Call] = []
+            for item in pending:
+                if getattr(step.tools.get(item.call["name"]), "parallel", False):
+                    lane.append(item)
+                    continue
+                await self._side_by_side(step, lane)
+                lane = []
+                await self._one(step, item)
+            await self._side_by_side(step, lane)
         finally:
-            if intent.journal is not None and not intent.recorded:
-                try:
-                    await settled(self._undo(intent))
-                except Exception as exc:  # the journal stays: the next start rolls it back
-                    self.log.error("could not take back an unrecorded file change", error=str(exc))
+            for item in pending:
+                intent = item.intent
+                if intent.journal is not None and not intent.recorded:
+                    try:
+                        await settled(self._undo(intent))
+                    except Exception as exc:  # the journal stays: the next start rolls it back
+                        self.log.error(
+                            "could not take back an unrecorded file change", error=str(exc)
+                        )
+        guard.step((i.call["name"], i.call["input"], i.result.output) for i in pending if i.result)
+
+    async def _one(self, step: _Step, item: _Call) -> None:
+        await self._guarded(step, item)
+        assert item.result is not None
+        await self._record(item.call, item.result, step.emit, item.intent)
+
+    async def _side_by_side(self, step: _Step, lane: list[_Call]) -> None:
+        """Consecutive parallel calls: at most MAX_PARALLEL at once, recorded in call order."""
+        if len(lane) < 2:
+            for item in lane:
+                await self._one(step, item)
+            return
+        slots = asyncio.Semaphore(MAX_PARALLEL)
+
+        async def bounded(item: _Call) -> None:
+            async with slots:
+                await self._guarded(step, item)
+
+        async with asyncio.TaskGroup() as group:
+            for item in lane:
+                group.create_task(bounded(item))
+        for item in lane:
+            assert item.result is not None
+            await self._record(item.call, item.result, step.emit, item.intent)
+
+    async def _guarded(self, step: _Step, item: _Call) -> None:
+        """Run one call unless the loop guard holds it back; its result goes to `item`."""
+        call = item.call
+        signature = call_signature(call["name"], call["input"])
+        if step.guard.blocks(signature):
+            item.result = ToolResult(gate_text(call["name"]), is_error=True)
+            return
+        item.result = await self._execute(step, call, item.intent)
+        step.guard.result(signature, item.result.is_error)
 
     @staticmethod
     async def _record(
@@ -150,22 +253,25 @@ class ToolRunner:
             self.log.error("left a file alone: it changed again after the tool", path=path)
         await self.store.finish_journal(intent.journal)
 
-    async def _execute(
-        self,
-        session: str,
-        row: dict[str, Any],
-        cwd: Path,
-        call: dict[str, Any],
-        emit: Emit,
-        running: dict[str, asyncio.Task[ToolResult]],
-        intent: _Intent,
-    ) -> ToolResult:
-        tool = self.tools.get(call["name"])
+    async def _execute(self, step: _Step, call: dict[str, Any], intent: _Intent) -> ToolResult:
+        session, row, cwd, tools = step.session, step.row, step.cwd, step.tools
+        tool = tools.get(call["name"])
         if tool is None:
+            if call["name"] in self.tools:
+                return ToolResult(f"tool {call['name']!r} is not allowed here", is_error=True)
             return ToolResult(f"unknown tool {call['name']!r}", is_error=True)
         if call.get("invalid"):
             return ToolResult("the tool arguments are not a JSON object", is_error=True)
-        ctx = ToolContext(cwd, self.trash, self._intend(session, intent), row.get("project_id"))
+        ctx = ToolContext(
+            cwd,
+            self.trash,
+            self._intend(session, intent),
+            row.get("project_id"),
+            session,
+            step.run_id,
+            call["id"],
+            step.emit,
+        )
         args = call["input"]
         try:
             resource = tool.resource(args, ctx)
@@ -180,13 +286,13 @@ class ToolRunner:
             decision = await self.approvals.check(
                 row["approval_mode"],
                 ask,
-                emit,
+                step.emit,
                 lambda a: self.providers.guardian(row, GUARDIAN_PROMPT, a),
             )
             if decision == "denied":
                 return ToolResult("The user denied this tool call.", is_error=True)
             task = asyncio.create_task(tool.run(args, ctx))
-            running[call["id"]] = task
+            step.running[call["id"]] = task
             try:
                 return await task
             except asyncio.CancelledError:
@@ -194,7 +300,7 @@ class ToolRunner:
                     raise  # the whole turn is being cancelled
                 return ToolResult("cancelled by the user", is_error=True)
             finally:
-                running.pop(call["id"], None)
+                step.running.pop(call["id"], None)
         except ToolError as exc:
             return ToolResult(str(exc), is_error=True)
         except OSError as exc:

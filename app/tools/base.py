@@ -56,19 +56,35 @@ async def _no_intent(intent: FileIntent) -> None:
     return None
 
 
+#: Store and publish one event of the running turn on its session's stream: (kind, payload).
+Emit = Callable[[str, Any], Awaitable[None]]
+
+
+async def _no_emit(kind: str, payload: Any) -> None:
+    return None
+
+
 @dataclass(frozen=True)
 class ToolContext:
     """Where a tool runs: the session's working directory, the kernel's trash, where a file
-    tool announces a change before making it (awaited: durable when it returns), and the
-    session's project (None for a managed workspace)."""
+    tool announces a change before making it (awaited: durable when it returns), the
+    session's project (None for a managed workspace), and which call of which turn of which
+    session this is, with `emit` for the events a kernel tool records (questions, sub-agents)."""
 
     cwd: Path
     trash: Path
     intend: Callable[[FileIntent], Awaitable[None]] = _no_intent
     project_id: str | None = None
+    session: str = ""
+    run_id: str = ""
+    call_id: str = ""
+    emit: Emit = _no_emit
 
 
 class Tool(Protocol):
+    """A tool the model can call. A tool class may also set `parallel = True` when calls of it
+    never change anything (they may then run side by side: `app.kernel.tooling`)."""
+
     name: str
     description: str
     parameters: dict[str, Any]

@@ -114,6 +114,7 @@ class _FileTool:
 
 class Read(_FileTool):
     name = "read"
+    parallel = True
     description = "Read a text file. `offset` is the first line (1-based), `limit` a line count."
     parameters = schema(
         {

@@ -36,7 +36,9 @@ def _name(args: dict[str, Any]) -> str:
 
 
 class _Reader:
-    """A tool that reads the user's context: no path, no approval."""
+    """A tool that reads the user's context: no path, no approval, side by side with others."""
+
+    parallel = True
 
     def __init__(self, prompt: PromptContext, projects: Projects) -> None:
         self.prompt = prompt
