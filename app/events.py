@@ -47,6 +47,26 @@ APPROVAL_REQUEST = "approval_request"
 APPROVAL_RESOLVED = "approval_resolved"
 ERROR = "error"
 HOOK_COMPLETED = "hook_completed"
+# Sub-agents (app.kernel.agents): on the parent's stream, payload the run's snapshot; the
+# budget ones on the root session's stream, payload the tree's budget.
+SUBAGENT_QUEUED = "subagent_queued"
+SUBAGENT_RUNNING = "subagent_running"
+SUBAGENT_STARTED = "subagent_started"
+SUBAGENT_COMPLETED = "subagent_completed"
+SUBAGENT_FAILED = "subagent_failed"
+SUBAGENT_CANCELLED = "subagent_cancelled"
+SUBAGENT_INTERRUPTED = "subagent_interrupted"
+AGENT_BUDGET_UPDATED = "agent_budget_updated"
+AGENT_BUDGET_EXCEEDED = "agent_budget_exceeded"
+BACKGROUND_COMMAND_UPDATED = "background_command_updated"
+#: A plan workflow changed (app.kernel.workflows); payload the workflow record.
+WORKFLOW_UPDATED = "workflow_updated"
+# Questions and browser actions (app.kernel.interactions): a tool waits for a client; payload
+# the request, then `{id, status}`.
+QUESTION_REQUESTED = "question_requested"
+QUESTION_RESOLVED = "question_resolved"
+BROWSER_ACTION_REQUESTED = "browser_action_requested"
+BROWSER_ACTION_RESOLVED = "browser_action_resolved"
 #: Beyond Foya: the text generated so far, sent first to a client that joins mid-generation.
 MESSAGE_SNAPSHOT = "message_snapshot"
 
@@ -216,7 +236,7 @@ class ApprovalRequest(TypedDict):
     tool_name: str
     action: str  # read | write | delete | execute
     detail: str
-    scope: Literal["workspace", "outside"]
+    scope: Literal["workspace", "outside", "browser"]
     resource: NotRequired[str]
 
 
@@ -272,6 +292,26 @@ class SessionForked(TypedDict):
     through_seq: int
     forked_at: str
     message_count: int
+
+
+class BackgroundCommand(TypedDict):
+    """`background_command_updated`, and the background-command routes: one bash command the
+    kernel keeps (Foya's fields; `status` and `completed_at` are ours). Output fields are the
+    tails Foya shows, absent when empty; `exit_code` is there once the command ended."""
+
+    command_id: str
+    session_id: str
+    command: str
+    pid: int
+    running: bool
+    status: Literal["running", "completed", "failed", "cancelled"]
+    exit_code: NotRequired[int]
+    stdout: NotRequired[str]
+    stderr: NotRequired[str]
+    started_at: str
+    completed_at: NotRequired[str]
+    backgrounded_by: NotRequired[str]  # agent | user
+    stopped_by: NotRequired[str]  # agent | user | shutdown
 
 
 #: Compact JSON (no spaces; text as is, not \u-escaped): the one encoding of stored payloads

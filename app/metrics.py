@@ -6,6 +6,7 @@ own series to the same registry.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import platform
@@ -34,6 +35,8 @@ from app import __version__
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 #: Written to the data dir by `foya backup` on success; read at every scrape.
 BACKUP_STATUS_FILE = "backup-status.json"
+#: Seconds between two samples of the event loop's lag (`Metrics.watch_loop_lag`).
+LAG_INTERVAL = 0.1
 
 
 class _BackupAge(Collector):
@@ -131,6 +134,32 @@ class Metrics:
             ["direction"],
             registry=self.registry,
         )
+        self.automation_runs = Counter(
+            "foya_automation_runs",
+            "Automation runs by outcome: started, skipped (a due time came while the previous "
+            "run was going), completed, failed, cancelled.",
+            ["outcome"],
+            registry=self.registry,
+        )
+
+        self.subagent_runs = Counter(
+            "foya_subagent_runs",
+            "Sub-agent runs by how they ended: completed, failed, cancelled, interrupted.",
+            ["status"],
+            registry=self.registry,
+        )
+        self.subagents = Gauge(
+            "foya_subagents",
+            "Sub-agent runs now queued or running.",
+            ["state"],
+            registry=self.registry,
+        )
+        self.loop_lag = Histogram(
+            "foya_event_loop_lag_seconds",
+            f"How late the event loop woke a timer, sampled every {LAG_INTERVAL} s.",
+            buckets=(0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1),
+            registry=self.registry,
+        )
 
     def record_readiness(self, checks: Iterable[CheckOutcome]) -> None:
         """Set `foya_ready{check}` from an evaluation of the readiness checks."""
@@ -140,6 +169,15 @@ class Metrics:
     def watch_backups(self, data_dir: Path) -> None:
         """Export the age of the last successful backup of `data_dir`."""
         self.registry.register(_BackupAge(data_dir / BACKUP_STATUS_FILE))
+
+    async def watch_loop_lag(self) -> None:
+        """Sample the event loop's lag until cancelled: how much later than due a timer of
+        `LAG_INTERVAL` fires is how long the loop was busy with something else."""
+        loop = asyncio.get_running_loop()
+        while True:
+            due = loop.time() + LAG_INTERVAL
+            await asyncio.sleep(LAG_INTERVAL)
+            self.loop_lag.observe(max(0.0, loop.time() - due))
 
     def render(self) -> bytes:
         """The registry in Prometheus text format."""

@@ -55,6 +55,12 @@ class Settings(BaseSettings):
     # Terminals (app.kernel.terminals): running or exited, until deleted.
     max_terminals_per_session: int = Field(32, ge=1)
     max_terminals: int = Field(64, ge=1)
+    # Sub-agents (app.kernel.agents.limits): defaults until PUT /settings/agent-limits.
+    agent_max_global_concurrency: int = Field(4, ge=1, le=256)
+    agent_max_per_root: int = Field(4, ge=1, le=256)
+    agent_max_tree_tokens: int = Field(0, ge=0)
+    # Browser tools (app.kernel.interactions): seconds a browser action waits for its client.
+    browser_action_timeout: float = Field(120.0, gt=0, le=3600)
 
     @field_validator("log_level")
     @classmethod

@@ -121,7 +121,7 @@ _DELTAS = re.compile(r"deltas=(\d+)")
 
 
 @functools.lru_cache(maxsize=8)
-def _frames(model: str, n: int) -> tuple[bytes, ...]:
+def frames(model: str, n: int) -> tuple[bytes, ...]:
     """The streamed answer to `deltas=n`, encoded once (the fake then only sends bytes)."""
     ident = "chatcmpl-bench"
     chunks = [Chunk({"role": "assistant", "content": ""})]
@@ -138,11 +138,11 @@ def _respond(record: Recorded) -> Script:
     n = int(found.group(1)) if found else 10
     if not record.streaming:
         return reply(expected_text(n))
-    return [garbage(frame) for frame in _frames(record.model or MODEL, n)]
+    return [garbage(frame) for frame in frames(record.model or MODEL, n)]
 
 
 def _fake_main(deltas: int) -> None:
-    _frames(MODEL, deltas)  # encoded before the first request, not during a measured one
+    frames(MODEL, deltas)  # encoded before the first request, not during a measured one
     fake = FakeProvider()
     fake.models = [MODEL]
     fake.respond = _respond

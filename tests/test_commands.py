@@ -171,15 +171,16 @@ def test_project_command_shadows_global(world: dict[str, Any]) -> None:
     assert by_name["shadowed"]["body"] == "From the project."
     assert by_name["zz-global"]["scope"] == "global"
     assert names(effective).count("shadowed") == 1
-    scopes = [c["scope"] for c in effective]
-    assert scopes == sorted(scopes, key=lambda s: s != "project"), "project commands first"
+    assert effective[0]["ref"] == "builtin:plan", "the builtin plan workflow first"
+    scopes = [c["scope"] for c in effective[1:]]
+    assert scopes == sorted(scopes, key=lambda s: s != "project"), "then project commands"
 
     agent: Agent = world["agent"]
     in_project = agent.session(project_id=pid)
     assert ok(client.get(f"/sessions/{in_project.id}/commands")) == effective
     elsewhere = ok(client.get(f"/sessions/{agent.session().id}/commands"))
     assert {c["name"]: c for c in elsewhere}["shadowed"]["body"] == "From the user."
-    assert all(c["scope"] == "global" for c in elsewhere)
+    assert all(c["scope"] == "global" for c in elsewhere[1:])
     global_only = ok(client.get("/commands", params={"scope": "effective"}))
     assert global_only == elsewhere
 
@@ -250,7 +251,7 @@ def test_running_a_command_starts_a_turn(world: dict[str, Any]) -> None:
 def test_unknown_commands_and_sessions(world: dict[str, Any]) -> None:
     client = world["client"]
     session = world["agent"].session()
-    for name in ("nope", "plan", "git:summary"):  # git:summary is the project's only
+    for name in ("nope", "spec", "git:summary"):  # git:summary is the project's only
         missing = client.post(f"/sessions/{session.id}/commands/{name}", json={})
         assert_error(missing, 404, "not_found")
     assert_error(client.post("/sessions/nope/commands/anything", json={}), 404, "not_found")

@@ -19,13 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_provider import BOUND, answer, call, tools
-from inprocess import InProcess, inprocess_kernel
+from fake_provider import answer, call, tools
+from inprocess import InProcess, inprocess_kernel, tool_messages, turn
 
 from app import events as k
-from app.events import Event
-from app.kernel.emit import topic
-from app.kernel.inputs import TurnInput
 from app.kernel.loopguard import REPEAT_MAX, gate_text
 from app.tools import ToolResult
 from app.tools.base import Action, ToolContext, schema
@@ -89,30 +86,6 @@ def new_session(rig: InProcess, **columns: Any) -> dict[str, Any]:
     if columns:
         rig.run(rig.kernel.sessions.save(session["id"], columns))
     return session
-
-
-async def _turn(rig: InProcess, session: str, message: str) -> list[Event]:
-    seen: list[Event] = []
-    with rig.kernel.broker.subscribe(topic(session)) as sub:
-        await rig.kernel.turns.submit(session, TurnInput(message=message))
-        while not seen or seen[-1].kind != k.TURN_COMPLETE:
-            event = await asyncio.wait_for(sub.get(), BOUND)
-            assert event is not None, "the stream ended"
-            if event.seq:
-                seen.append(event)
-    return seen
-
-
-def turn(rig: InProcess, session: str, message: str = "go") -> list[Event]:
-    return rig.run(_turn(rig, session, message))
-
-
-def tool_messages(events: list[Event]) -> list[dict[str, Any]]:
-    return [
-        dict(e.payload)
-        for e in events
-        if e.kind == k.MESSAGE_END and e.payload.get("role") == "tool"
-    ]
 
 
 def test_parallel_calls_run_five_at_once_and_are_recorded_in_call_order(rig: InProcess) -> None:

@@ -13,14 +13,19 @@ from app import __version__
 from app.http.errors import install_error_handlers
 from app.http.guard import RequestGuard
 from app.http.middleware import BearerAuth, Observe
+from app.http.routes import agents as routes_agents
 from app.http.routes import artifacts, connections, files, projects, sessions, system, turns
+from app.http.routes import automations as routes_automations
+from app.http.routes import background as routes_background
 from app.http.routes import canvas as routes_canvas
 from app.http.routes import commands as routes_commands
 from app.http.routes import context as routes_context
 from app.http.routes import context_events as routes_context_events
 from app.http.routes import hooks as routes_hooks
+from app.http.routes import interactions as routes_interactions
 from app.http.routes import skills as routes_skills
 from app.http.routes import terminals as routes_terminals
+from app.http.routes import workflows as routes_workflows
 from app.http.sse import StreamSlots
 from app.kernel import Kernel
 
@@ -53,6 +58,11 @@ def create_api(kernel: Kernel, *, token_sha256: str | None, lifespan: Lifespan |
     api.include_router(routes_skills.router(kernel))
     api.include_router(routes_terminals.router(kernel))
     api.include_router(routes_canvas.router(kernel))
+    api.include_router(routes_agents.router(kernel))
+    api.include_router(routes_background.router(kernel))
+    api.include_router(routes_automations.router(kernel))
+    api.include_router(routes_workflows.router(kernel))
+    api.include_router(routes_interactions.router(kernel))
     app: ASGIApp = RequestGuard(
         api, exempt=lambda scope: artifacts.is_upload(scope) or routes_canvas.is_upload(scope)
     )

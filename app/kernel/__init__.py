@@ -18,13 +18,17 @@ from app.events import MESSAGE_SNAPSHOT, Event, QueueItem
 from app.files import ProtectedPaths
 from app.kernel import usage
 from app.kernel.activity import SessionBusy
+from app.kernel.agents import Agents, Definitions, agent_tools
 from app.kernel.approvals import Approvals
+from app.kernel.automations import Automations, Clock, SystemClock
+from app.kernel.background import BackgroundCommands
 from app.kernel.canvas import Canvases
 from app.kernel.connections import Connections, Models
 from app.kernel.emit import Facts, topic
 from app.kernel.hooks import Hooks
 from app.kernel.ids import now_ns
 from app.kernel.inputs import SessionArtifacts
+from app.kernel.interactions import AskUser, BrowserActions, Questions, browser_tools
 from app.kernel.maintenance import Maintenance
 from app.kernel.projects import Projects
 from app.kernel.providers import Providers
@@ -43,12 +47,14 @@ from app.kernel.usercontext.keeper import MemoryKeeper
 from app.kernel.usercontext.prompt import PromptContext
 from app.kernel.usercontext.skills import Skills
 from app.kernel.usercontext.tools import context_tools
+from app.kernel.workflows import Workflows, task_tools
 from app.kernel.workspace import Workspaces
 from app.metrics import Metrics
 from app.providers.base import ProviderError
 from app.settings import Settings
 from app.store import Store
 from app.tools import registry
+from app.tools.bash import bash_tools
 
 __all__ = ["Check", "Kernel", "NotReady"]
 
@@ -74,7 +80,8 @@ class NotReady(Unavailable):
 class Kernel:
     """Owns the service's state and rules. Built by the app factory, closed by its lifespan."""
 
-    def __init__(self, settings: Settings, metrics: Metrics) -> None:
+    def __init__(self, settings: Settings, metrics: Metrics, *, clock: Clock | None = None) -> None:
+        """`clock` is the automations scheduler's (tests drive their own)."""
         self.settings = settings
         self.metrics = metrics
         metrics.watch_backups(settings.data_dir)
@@ -119,6 +126,36 @@ class Kernel:
             self.prompt,
             hooks=self.hooks,
             turn_completed=self.memory_keeper.wake,
+            user_stopped=lambda session: self.agents.cancel_tree(session),
+            turn_answered=lambda session, run_id, answer: self.workflows.answered(
+                session, run_id, answer
+            ),
+        )
+        # Sub-agents: child sessions of a session, their runs, limits and the agent tools.
+        self.agents = Agents(
+            settings,
+            self.sessions,
+            self.broker,
+            self.turns,
+            self.projects,
+            Definitions(home, self.projects),
+            metrics,
+        )
+        self.turns.tool_runner.tools.update(agent_tools(self.agents))
+        # bash with its background mode, bash_status and bash_cancel, kept per session.
+        self.background = BackgroundCommands(self.sessions)
+        self.turns.tool_runner.tools.update(bash_tools(self.background))
+        # Plan mode (its workflows limit a planning session's tools) and the task list tools.
+        self.workflows = Workflows(settings.data_dir, self.sessions, self.turns)
+        self.turns.tool_runner.policies.append(self.workflows.policy)
+        self.turns.steps.instructions.append(self.workflows.instructions)
+        self.turns.tool_runner.tools.update(task_tools(self.sessions))
+        # ask_user and the browser tools: each call waits for a client's answer or result.
+        self.questions = Questions(self.sessions)
+        self.browser_actions = BrowserActions(self.sessions, settings.browser_action_timeout)
+        self.turns.tool_runner.tools["ask_user"] = AskUser(self.questions)
+        self.turns.tool_runner.tools.update(
+            browser_tools(self.browser_actions, self.approvals, self.providers, self.sessions)
         )
         self.artifacts = SessionArtifacts(self.sessions)
         self.terminals = Terminals(
@@ -136,12 +173,24 @@ class Kernel:
             self.providers,
             metrics,
         )
-        self.commands = Commands(home / ".foya", self.projects, self.sessions, self.turns.submit)
+        self.automations = Automations(
+            settings.data_dir,
+            self.sessions,
+            self.turns,
+            self.broker,
+            metrics,
+            clock or SystemClock(),
+        )
+        self.automations.unanswerable = self.questions.cancel
+        self.commands = Commands(
+            home / ".foya", self.projects, self.sessions, self.turns.submit, self.workflows
+        )
         self.rewinds = Rewinds(self.sessions, self.store, self.turns, self.queues)
         self.reviews = Reviews(self.sessions, self.store, self.turns)
         self.workspaces = Workspaces(self.sessions, protected)
         self.maintenance = Maintenance(self.store, self.sessions.remove_files)
         self._started = False
+        self._loop_lag: asyncio.Task[None] | None = None
         self._readiness: tuple[float, list[Check]] | None = None
         self._checks: list[CheckFn] = [
             database(self.store.ping),
@@ -161,20 +210,28 @@ class Kernel:
         self.store.open()
         self._started = True
         self.projects.load()
+        self.workflows.load()
         self.connections.load()
         self.canvases.load()  # generations a crash cut short become `error`
+        await self.automations.load()  # a run a crash cut short becomes `failed`
         self.context_journal.open()  # drops a torn last line, keeps the last 10,000 events
         await recover(self.store)
+        await self.agents.start()  # runs a stop or crash cut short become `interrupted`
+        self._loop_lag = asyncio.create_task(self.metrics.watch_loop_lag())
         # Cleanup a crash left undone (a deleted session's directories, a due prune) is not
         # needed to serve: it runs in the background, while the server starts answering.
         self.maintenance.start()
+        self.automations.start()  # runs the automations missed while down, once each
         self.memory_keeper.start()  # condenses recent sessions into memory
 
     async def begin_shutdown(self) -> None:
         """First step of a graceful stop: end long-lived work so streams close themselves."""
         await self.maintenance.stop()
         await self.memory_keeper.stop()
+        await self.automations.stop()  # no new runs; runs going on end with their turns
+        await self.agents.stop()  # their records stay; the next start marks them interrupted
         await self.turns.stop_all()
+        await self.background.stop_all()  # every bash command's process group, recorded
         await self.hooks.close()  # `async` hooks still running
         await self.terminals.stop_all()  # every shell's session, then their streams end
         await self.canvases.stop()  # running generations
@@ -182,9 +239,16 @@ class Kernel:
 
     async def close(self) -> None:
         """Release what `start` opened."""
+        await self.automations.close()  # runs still followed are recorded `cancelled`
+        await self.agents.stop()
+        if self._loop_lag is not None:
+            self._loop_lag.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._loop_lag
         await self.maintenance.stop()
         await self.memory_keeper.stop()
         await self.terminals.stop_all()  # in-process use, where no begin_shutdown came first
+        await self.background.stop_all()  # likewise
         await self.providers.close()
         if self._started:
             await asyncio.to_thread(self.store.close)
@@ -227,15 +291,19 @@ class Kernel:
     async def delete_session(self, session: str) -> None:
         """Stop the session's work and remove it, its children first."""
         await self.sessions.row(session)
+        await self.agents.end_session(session)  # its runs end before their children go
         for child in await self.store.list_sessions(parent_id=session):
             await self.delete_session(child["id"])
         await self.turns.stop(session, "session_deleted")
         await self.terminals.end_session(session)  # no shell writes into what is removed
+        await self.background.end_session(session)  # nor a bash command
         try:
             await self.sessions.remove(session)
+            await self.workflows.end_session(session)
         finally:
             self.turns.forget(session)
             await self.terminals.end_session(session)  # one started meanwhile
+            await self.background.end_session(session)
 
     async def fork_session(
         self, session: str, title: str | None, through_seq: int | None

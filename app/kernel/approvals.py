@@ -51,10 +51,11 @@ class Ask:
     detail: str
     resource: str | None
     outside: bool  # touches a path outside the working directory
+    area: Literal["browser"] | None = None  # a scope of its own (Foya's browser tools)
 
     @property
-    def scope(self) -> Literal["workspace", "outside"]:
-        return "outside" if self.outside else "workspace"
+    def scope(self) -> Literal["workspace", "outside", "browser"]:
+        return self.area or ("outside" if self.outside else "workspace")
 
 
 Emit = Callable[[str, Any], Awaitable[None]]

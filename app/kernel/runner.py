@@ -41,7 +41,7 @@ from app.kernel.sessions import Sessions
 from app.kernel.steps import Run, Steps
 from app.kernel.titles import Titles
 from app.kernel.tooling import ToolRunner
-from app.kernel.turn import TurnCycle
+from app.kernel.turn import Answered, TurnCycle
 from app.kernel.usercontext.prompt import PromptContext
 from app.logs import get_logger
 from app.metrics import Metrics
@@ -52,6 +52,10 @@ STOP_GRACE = 3.0
 
 #: Cancel reasons that end the runner (the others, like queue_dispatch, only end one turn).
 _ENDING = ("user_stop", "session_deleted", "context_cancelled")
+
+
+async def _unanswered(session: str, run_id: str, answer: str) -> None:
+    return None
 
 
 class CompactionCancelled(Conflict):
@@ -79,8 +83,12 @@ class Turns:
         *,
         hooks: Hooks,
         turn_completed: Callable[[], None] = lambda: None,
+        user_stopped: Callable[[str], None] = lambda session: None,
+        turn_answered: Answered = _unanswered,
     ) -> None:
-        """`turn_completed` is called after each completed turn (memory maintenance's wake)."""
+        """`turn_completed` is called after each completed turn (memory maintenance's wake),
+        `user_stopped` on each user stop of a session (its sub-agents stop too),
+        `turn_answered` when a turn's model is done, before its `turn_complete` (plan mode)."""
         self.sessions = sessions
         self.store = store
         self.approvals = approvals
@@ -91,10 +99,13 @@ class Turns:
         self.steps = Steps(
             sessions, store, providers, self.tool_runner, self.compactor, metrics, prompt
         )
-        self.cycle = TurnCycle(sessions, self.steps, self.titles, hooks, turn_completed)
+        self.cycle = TurnCycle(
+            sessions, self.steps, self.titles, hooks, turn_completed, turn_answered
+        )
         self.activities = Activities()
         self.runs: dict[str, Run] = {}  # the runner of each session in `turn`
         self.compacting: dict[str, asyncio.Task[Checkpoint]] = {}
+        self.user_stopped = user_stopped
         self.log = get_logger("foya.turns")
 
     # -- state ---------------------------------------------------------------------------------
@@ -207,6 +218,7 @@ class Turns:
         run = self.runs.get(session)
         if reason == "user_stop":
             self.queues.of(session).paused = True
+            self.user_stopped(session)
         compaction = self.compacting.get(session)
         if compaction is not None and reason in ("user_stop", "queue_dispatch"):
             compaction.cancel()  # it ends with compaction_failed{error: cancelled}
@@ -217,16 +229,18 @@ class Turns:
                 run.cancel_reason = reason  # between turns: the runner stops before the next
             return
         run.cancel_reason = reason
-        if reason != "queue_dispatch":
-            requested: TurnCancelRequested = {
-                "run_id": run.run_id,
-                "reason": reason,
-                "requested_at": iso_now(),
-            }
-            await self.sessions.facts.emit(
-                EventDraft(session, k.TURN_CANCEL_REQUESTED, requested, run.run_id)
-            )
-        run.turn.cancel()
+        try:
+            if reason != "queue_dispatch":
+                requested: TurnCancelRequested = {
+                    "run_id": run.run_id,
+                    "reason": reason,
+                    "requested_at": iso_now(),
+                }
+                await self.sessions.facts.emit(
+                    EventDraft(session, k.TURN_CANCEL_REQUESTED, requested, run.run_id)
+                )
+        finally:  # even if our caller is cancelled meanwhile: the reason is set, so must this be
+            run.turn.cancel()
 
     async def cancel_tool(self, session: str, tool_call_id: str) -> None:
         run = self.runs.get(session)

@@ -11,10 +11,11 @@ one and `turn_complete`).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -53,6 +54,15 @@ from app.tools import ToolResult
 
 SNAPSHOT_EVERY = 0.25
 
+#: What a session's state adds to its system prompt (plan mode's instructions), or None.
+Instructions = Callable[[dict[str, Any]], str | None]
+
+
+def agent_role(row: dict[str, Any]) -> str | None:
+    """A sub-agent's role instructions (its definition's body), stored on its row."""
+    text = row.get("agent_instructions")
+    return f"<agent_instructions>\n{text}\n</agent_instructions>" if text else None
+
 
 class StepLimitReached(FoyaError):
     code = "max_turns_reached"
@@ -76,12 +86,14 @@ class Run:
     overflow_retried: bool = False
     completed: bool = False  # `turn_complete` is stored: only bookkeeping is left of the turn
     guard: LoopGuard = field(default_factory=LoopGuard)
+    answer: str = ""  # the text of the model's last reply, once it asked for no more tools
 
     def begin(self, run_id: str, started_at: str) -> None:
         """Reset the per-turn state for a new turn of this runner."""
         self.run_id, self.started_at = run_id, started_at
         self.text, self.reasoning = [], []
         self.steps, self.overflow_retried, self.completed = 0, False, False
+        self.answer = ""
         self.guard = LoopGuard()
         self.turn = None
 
@@ -153,6 +165,7 @@ class Steps:
         self.compactor = compactor
         self.metrics = metrics
         self.prompt = prompt
+        self.instructions: list[Instructions] = [agent_role]
         self.log = get_logger("foya.turns")
 
     async def run(self, run: Run) -> bool:
@@ -182,6 +195,10 @@ class Steps:
             checkpoint, history, accepted = await self.store.request_inputs(run.session, route)
             after = int(checkpoint["through_seq"]) if checkpoint else 0
             user = await self._user_context(row, cwd, history, opening=not run.steps)
+            notes = [text for note in self.instructions if (text := note(row))]
+            if notes:
+                content = "\n\n".join([user.system["content"], *notes])
+                user = dataclasses.replace(user, system={**user.system, "content": content})
             messages = context.build(user.system, history, checkpoint, user.expanded)
             estimate = self._estimate(accepted, messages, history, checkpoint, user)
             if attempt or not compaction.over_budget(estimate, window, run.last_output):
@@ -313,6 +330,7 @@ class Steps:
             }
             drafts.append(self._draft(run, k.TOOL_UPDATE, update))
         await self.sessions.facts.emit_all(run.session, drafts)
+        run.answer = "" if tool_calls else "".join(run.text)
         run.text, run.reasoning = [], []
         emit = emitter(self.sessions, run)
         await self.tool_runner.run_step(

@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import itertools
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Literal
 
 from app import events as k
@@ -48,6 +48,8 @@ from app.providers.base import ProviderError
 FULL_DISK_RETRY_MAX = 30.0
 CONTINUE = "Continue working on the current task instead of ending the turn."
 Status = Literal["completed", "cancelled", "failed"]
+#: Told (session, run id, answer) when a turn's model is done, before `turn_complete`.
+Answered = Callable[[str, str, str], Awaitable[None]]
 
 
 class TurnCycle:
@@ -60,12 +62,14 @@ class TurnCycle:
         titles: Titles,
         hooks: Hooks,
         turn_completed: Callable[[], None],
+        answered: Answered,
     ) -> None:
         self.sessions = sessions
         self.steps = steps
         self.titles = titles
         self.hooks = hooks
         self.turn_completed = turn_completed
+        self.answered = answered
         self.log = get_logger("foya.turns")
 
     async def open(self, run: Run, turn: Accepted) -> None:
@@ -150,6 +154,7 @@ class TurnCycle:
                 raise asyncio.CancelledError
             permission_hooks.set(functools.partial(self._permission, run))
             await self._steps(run)
+            await self.answered(run.session, run.run_id, run.answer)
         except asyncio.CancelledError:
             task = asyncio.current_task()
             if task is not None and task.cancelling():

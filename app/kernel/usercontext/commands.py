@@ -13,12 +13,14 @@ size, so a hand edit shows on the next request without a restart.
 
 Names match `[A-Za-z0-9][A-Za-z0-9:_-]{0,63}` (a leading `/` is dropped, `/` reads as `:`); each
 `:` is a directory, at most three. `plan`, `spec` and `goal` are reserved for Foya's builtin
-workflows, which this kernel does not run yet (nor list). Refs: `global:<name>`,
-`project:<project id>:<name>`. A session's commands are its project's and the global ones; a
-project command shadows a global one of the same name.
+workflows; of these, this kernel runs `plan` (`builtin:plan`, listed first), not `spec` or
+`goal` (nor lists them). Refs: `global:<name>`, `project:<project id>:<name>`. A session's
+commands are its project's and the global ones; a project command shadows a global one of the
+same name.
 
 Running a command expands its body with the arguments (`expand`) and submits the text as a
-turn whose user message records `command: <name>`.
+turn whose user message records `command: <name>`. Running `plan` puts the session in plan
+mode with the arguments as the goal (`app.kernel.workflows`); its answer carries the workflow.
 
 Writes are atomic, files 0600, new directories 0700. No directory below `~/.foya` or the project
 on the way to a command file may be a symbolic link: nothing is read or written outside the
@@ -56,6 +58,7 @@ from app.kernel.usercontext.markdown import (
     render_front_matter,
     split_front_matter,
 )
+from app.kernel.workflows import Workflow, Workflows
 from app.logs import get_logger
 
 T = TypeVar("T")
@@ -93,10 +96,22 @@ class Command(BaseModel):
     updated_at: str | None = None
 
 
+PLAN = Command(
+    ref="builtin:plan",
+    name="plan",
+    description="Start a Plan workflow",
+    scope="builtin",
+    kind="workflow",
+    builtin=True,
+)
+
+
 class CommandExecution(BaseModel):
-    """`POST /sessions/{id}/commands/{name}`: the command and how its turn was submitted."""
+    """`POST /sessions/{id}/commands/{name}`: the command and how its turn was submitted
+    (and, for `plan`, the workflow it started)."""
 
     command: Command
+    workflow: Workflow | None = None
     # An enum of one in the schema (client generators read `enum`, not pydantic's `const`).
     status: Annotated[
         Literal["submitted"], WithJsonSchema({"type": "string", "enum": ["submitted"]})
@@ -266,11 +281,19 @@ def _plain_dirs(base: Path, parts: tuple[str, ...], *, create: bool) -> bool:
 class Commands:
     """The commands of the user and of each project, and running one in a session."""
 
-    def __init__(self, home: Path, projects: Projects, sessions: Sessions, submit: Submit) -> None:
+    def __init__(
+        self,
+        home: Path,
+        projects: Projects,
+        sessions: Sessions,
+        submit: Submit,
+        workflows: Workflows,
+    ) -> None:
         self.files = CommandFiles(home)
         self.projects = projects
         self.sessions = sessions
         self.submit = submit
+        self.workflows = workflows
         self._lock = asyncio.Lock()
 
     async def _run(self, work: Callable[[], T]) -> T:
@@ -307,14 +330,14 @@ class Commands:
             raise InvalidCommand("scope: must be global, project or effective")
         if scope == "effective":
             roots = self._roots(project_id)
-            return await self._run(lambda: _effective(self.files, roots))
+            return [PLAN, *await self._run(lambda: _effective(self.files, roots))]
         root = self._root(scope, project_id)
         return await self._run(lambda: self.files.scan(root))
 
     async def for_session(self, session: str) -> list[Command]:
         """The commands a session can run (`GET /sessions/{id}/commands`)."""
         roots = await self._session_roots(session)
-        return await self._run(lambda: _effective(self.files, roots))
+        return [PLAN, *await self._run(lambda: _effective(self.files, roots))]
 
     async def create(
         self, scope: str, project_id: str | None, name: str, body: str | None
@@ -374,6 +397,11 @@ class Commands:
         """Expand the session's command `name` with `args` and submit it as a turn."""
         roots = await self._session_roots(session)
         wanted = name.strip().removeprefix("/")
+        if wanted == PLAN.name:
+            workflow, submission = await self.workflows.start_plan(session, args)
+            return CommandExecution(
+                command=PLAN, workflow=workflow, status="submitted", submission=submission
+            )
         found = await self._run(lambda: _effective(self.files, roots))
         command = next((c for c in found if c.name == wanted), None)
         if command is None:

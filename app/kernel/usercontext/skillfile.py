@@ -91,7 +91,7 @@ def parse_skill(data: bytes) -> SkillFile:
         warnings.append(("missing_frontmatter", "SKILL.md has no YAML frontmatter", "frontmatter"))
         body = text
     else:
-        fields = _front_matter(front, warnings)
+        fields = yaml_front_matter(front, warnings)
     manifest = _manifest(fields)
     if not manifest.get("description"):
         warnings.append(("missing_description", "SKILL.md has no description", "description"))
@@ -147,7 +147,7 @@ def _manifest(fields: dict[str, Any]) -> dict[str, Any]:
 # Front matter -------------------------------------------------------------------------------
 
 
-def _front_matter(block: str, warnings: list[Warning]) -> dict[str, Any]:
+def yaml_front_matter(block: str, warnings: list[Warning]) -> dict[str, Any]:
     """The top-level fields. A field Foya does not use that cannot be read becomes a warning;
     one it uses makes the file malformed."""
     fields: dict[str, Any] = {}
