@@ -21,8 +21,9 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 
 from app.errors import ConfigError, FoyaError
-from app.ops import client_cli, context_cli
+from app.ops import client_cli, context_cli, mcp_cli
 from app.ops.client_cli import DataDirOpt, env, fail
+from app.ops.websearch_cli import web_search_cli
 
 if TYPE_CHECKING:
     from app.settings import Settings
@@ -141,7 +142,7 @@ def serve(
         ),
     ] = False,
 ) -> None:
-    """Run the kernel: a Unix socket by default, or TCP with --listen.
+    """Run the kernel on a Unix socket, or on TCP with --listen.
 
     TCP needs a token digest and either TLS (--tls-cert and --tls-key) or, behind a TLS
     proxy, --allow-plaintext.
@@ -193,6 +194,8 @@ cli.command()(client_cli.tunnel)
 cli.add_typer(context_cli.rules_cli, name="rules")
 cli.add_typer(context_cli.memory_cli, name="memory")
 cli.add_typer(context_cli.skills_cli, name="skills")
+cli.add_typer(mcp_cli.mcp_cli, name="mcp")
+cli.add_typer(web_search_cli, name="web-search")
 
 
 @cli.command()

@@ -236,7 +236,7 @@ class ApprovalRequest(TypedDict):
     tool_name: str
     action: str  # read | write | delete | execute
     detail: str
-    scope: Literal["workspace", "outside", "browser"]
+    scope: Literal["workspace", "outside", "browser", "internet"]
     resource: NotRequired[str]
 
 

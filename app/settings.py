@@ -61,6 +61,14 @@ class Settings(BaseSettings):
     agent_max_tree_tokens: int = Field(0, ge=0)
     # Browser tools (app.kernel.interactions): seconds a browser action waits for its client.
     browser_action_timeout: float = Field(120.0, gt=0, le=3600)
+    # web_fetch (app.kernel.web.guard): private hosts, IPs or networks it may reach anyway.
+    web_fetch_allow_hosts: str = ""
+    # MCP servers (app.kernel.mcp): seconds to connect or answer a ping, for one tool call,
+    # between two pings; and the public registry behind GET /mcp/registry.
+    mcp_connect_timeout: float = Field(30.0, gt=0, le=600)
+    mcp_call_timeout: float = Field(300.0, gt=0, le=3600)
+    mcp_ping_interval: float = Field(30.0, gt=0, le=3600)
+    mcp_registry_url: str = "https://registry.modelcontextprotocol.io/v0.1/servers"
 
     @field_validator("log_level")
     @classmethod

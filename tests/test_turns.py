@@ -51,13 +51,15 @@ from streams_helpers import Served, unix_kernel
 RUN_ID = re.compile(r"^[0-9a-f]{24}$")
 TC = "turn_complete"
 # The agent tools, the context tools (issue 15), then issue 17's: background commands,
-# sub-agents, tasks, questions and browser actions.
+# sub-agents, tasks, questions and browser actions; issue 18's web and MCP tools.
 TOOL_NAMES = (
     {"bash", "read", "write", "edit", "delete", "rule_load", "memory_remember"}
     | {"skill_load", "skill_search", "skill_read_resource"}
     | {"bash_status", "bash_cancel", "read_tasks", "update_tasks", "ask_user"}
     | {"agent", "agent_search", "spawn_agent", "wait_agents", "read_agent_output"}
     | {"cancel_agent", "list_agents"}
+    | {"web_search", "web_fetch", "tool_search", "mcp_list_resources", "mcp_read_resource"}
+    | {"mcp_list_prompts", "mcp_get_prompt"}
     | {
         f"browser_{name}"
         for name in (

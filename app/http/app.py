@@ -23,8 +23,11 @@ from app.http.routes import context as routes_context
 from app.http.routes import context_events as routes_context_events
 from app.http.routes import hooks as routes_hooks
 from app.http.routes import interactions as routes_interactions
+from app.http.routes import mcp as routes_mcp
+from app.http.routes import plugins as routes_plugins
 from app.http.routes import skills as routes_skills
 from app.http.routes import terminals as routes_terminals
+from app.http.routes import websearch as routes_websearch
 from app.http.routes import workflows as routes_workflows
 from app.http.sse import StreamSlots
 from app.kernel import Kernel
@@ -63,6 +66,9 @@ def create_api(kernel: Kernel, *, token_sha256: str | None, lifespan: Lifespan |
     api.include_router(routes_automations.router(kernel))
     api.include_router(routes_workflows.router(kernel))
     api.include_router(routes_interactions.router(kernel))
+    api.include_router(routes_plugins.router(kernel))
+    api.include_router(routes_websearch.router(kernel))
+    api.include_router(routes_mcp.router(kernel))
     app: ASGIApp = RequestGuard(
         api, exempt=lambda scope: artifacts.is_upload(scope) or routes_canvas.is_upload(scope)
     )

@@ -30,6 +30,8 @@ from app.kernel.ids import now_ns
 from app.kernel.inputs import SessionArtifacts
 from app.kernel.interactions import AskUser, BrowserActions, Questions, browser_tools
 from app.kernel.maintenance import Maintenance
+from app.kernel.mcp import McpService, ServerConfig, Timeouts, ToolSearch, approver, control_tools
+from app.kernel.plugins import Plugins
 from app.kernel.projects import Projects
 from app.kernel.providers import Providers
 from app.kernel.queue import Queues
@@ -47,6 +49,7 @@ from app.kernel.usercontext.keeper import MemoryKeeper
 from app.kernel.usercontext.prompt import PromptContext
 from app.kernel.usercontext.skills import Skills
 from app.kernel.usercontext.tools import context_tools
+from app.kernel.web import WebSearch, web_tools
 from app.kernel.workflows import Workflows, task_tools
 from app.kernel.workspace import Workspaces
 from app.metrics import Metrics
@@ -99,9 +102,15 @@ class Kernel:
         self.user_context = UserContext(
             home / ".foya", settings.data_dir, self.projects, self.context_journal
         )
+        # Plugins under ~/.foya/plugins: their skills, commands and agents join the user's.
+        self.plugins = Plugins(home / ".foya", settings.data_dir, on_change=self._plugins_changed)
         # `required-tools` are checked against the tools turns offer (built below).
         self.skills = Skills(
-            home, settings.data_dir, self.projects, lambda: self.turns.tool_runner.tools
+            home,
+            settings.data_dir,
+            self.projects,
+            lambda: self.turns.tool_runner.tools,
+            plugin_dirs=self.plugins.enabled_dirs,
         )
         self.providers = Providers(self.connections)
         self.approvals = Approvals(metrics)
@@ -138,7 +147,7 @@ class Kernel:
             self.broker,
             self.turns,
             self.projects,
-            Definitions(home, self.projects),
+            Definitions(home, self.projects, plugin_dirs=self.plugins.enabled_dirs),
             metrics,
         )
         self.turns.tool_runner.tools.update(agent_tools(self.agents))
@@ -156,6 +165,23 @@ class Kernel:
         self.turns.tool_runner.tools["ask_user"] = AskUser(self.questions)
         self.turns.tool_runner.tools.update(
             browser_tools(self.browser_actions, self.approvals, self.providers, self.sessions)
+        )
+        # MCP servers: their tools come and go in the tool table; tool_search finds deferred ones.
+        self.mcp = McpService(
+            home / ".foya",
+            Timeouts(
+                settings.mcp_connect_timeout, settings.mcp_call_timeout, settings.mcp_ping_interval
+            ),
+            settings.mcp_registry_url,
+            self.turns.tool_runner.tools,
+            approver(self.approvals, self.providers, self.sessions),
+        )
+        self.turns.tool_runner.tools["tool_search"] = ToolSearch(self.turns.tool_runner)
+        self.turns.tool_runner.tools.update((t.name, t) for t in control_tools(self.mcp))
+        # web_search and web_fetch, and the /web-search settings behind them.
+        self.web = WebSearch(settings.data_dir, settings.web_fetch_allow_hosts)
+        self.turns.tool_runner.tools.update(
+            web_tools(self.web, self.approvals, self.providers, self.sessions)
         )
         self.artifacts = SessionArtifacts(self.sessions)
         self.terminals = Terminals(
@@ -183,7 +209,12 @@ class Kernel:
         )
         self.automations.unanswerable = self.questions.cancel
         self.commands = Commands(
-            home / ".foya", self.projects, self.sessions, self.turns.submit, self.workflows
+            home / ".foya",
+            self.projects,
+            self.sessions,
+            self.turns.submit,
+            self.workflows,
+            plugin_dirs=self.plugins.enabled_dirs,
         )
         self.rewinds = Rewinds(self.sessions, self.store, self.turns, self.queues)
         self.reviews = Reviews(self.sessions, self.store, self.turns)
@@ -212,6 +243,7 @@ class Kernel:
         self.projects.load()
         self.workflows.load()
         self.connections.load()
+        self.web.load()
         self.canvases.load()  # generations a crash cut short become `error`
         await self.automations.load()  # a run a crash cut short becomes `failed`
         self.context_journal.open()  # drops a torn last line, keeps the last 10,000 events
@@ -223,6 +255,18 @@ class Kernel:
         self.maintenance.start()
         self.automations.start()  # runs the automations missed while down, once each
         self.memory_keeper.start()  # condenses recent sessions into memory
+        self.mcp.plugin_servers = self._plugin_mcp_servers()
+        self.mcp.start()  # servers connect in the background: serving is not delayed
+
+    def _plugin_mcp_servers(self) -> list[ServerConfig]:
+        return [
+            ServerConfig(**s.model_dump(exclude={"plugin_id"}, exclude_none=True))
+            for s in self.plugins.mcp_servers()
+        ]
+
+    async def _plugins_changed(self) -> None:
+        """A plugin was installed, removed, enabled or disabled: its MCP servers follow."""
+        await self.mcp.set_plugin_servers(self._plugin_mcp_servers())
 
     async def begin_shutdown(self) -> None:
         """First step of a graceful stop: end long-lived work so streams close themselves."""
@@ -235,6 +279,7 @@ class Kernel:
         await self.hooks.close()  # `async` hooks still running
         await self.terminals.stop_all()  # every shell's session, then their streams end
         await self.canvases.stop()  # running generations
+        await self.mcp.stop()  # every MCP server's process ends
         self.broker.close()
 
     async def close(self) -> None:
@@ -249,7 +294,9 @@ class Kernel:
         await self.memory_keeper.stop()
         await self.terminals.stop_all()  # in-process use, where no begin_shutdown came first
         await self.background.stop_all()  # likewise
+        await self.mcp.stop()  # likewise
         await self.providers.close()
+        await self.web.close()  # the search and fetch connection pools
         if self._started:
             await asyncio.to_thread(self.store.close)
             self._started = False

@@ -51,10 +51,10 @@ class Ask:
     detail: str
     resource: str | None
     outside: bool  # touches a path outside the working directory
-    area: Literal["browser"] | None = None  # a scope of its own (Foya's browser tools)
+    area: Literal["browser", "internet"] | None = None  # a scope of its own (browser, web)
 
     @property
-    def scope(self) -> Literal["workspace", "outside", "browser"]:
+    def scope(self) -> Literal["workspace", "outside", "browser", "internet"]:
         return self.area or ("outside" if self.outside else "workspace")
 
 

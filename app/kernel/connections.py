@@ -18,6 +18,11 @@ Rules (Foya's, except where noted):
   travels in a header). A record in the file that breaks these (edited by hand) is skipped with a
   log line instead of breaking every listing.
 - Nothing is kept in memory that was not written: a failed write (a full disk) changes nothing.
+
+`discover_models` (`POST /connections/discover-models`) asks a provider for its models without
+saving anything: the body is a connection, saved or not; a saved one's key (`id`) is used when
+no key is given and the base URL is its own. A provider that fails or is silent for
+`DISCOVERY_TIMEOUT` seconds is 502 `models_failed`, its message naming the host, never the key.
 """
 
 from __future__ import annotations
@@ -30,10 +35,11 @@ from urllib.parse import urlsplit
 
 from typing_extensions import TypedDict
 
-from app.errors import BadRequest, NotFound
+from app.errors import BadRequest, FoyaError, NotFound
 from app.files import write_json_atomic
 from app.kernel.ids import new_id
 from app.logs import get_logger
+from app.providers.base import ProviderError
 from app.text import scrub
 
 ConnectionType = Literal["language", "image", "video"]
@@ -42,10 +48,18 @@ PURPOSES = ("language", "fast", "image", "video")
 # Given as "" they keep the current value on PATCH (Foya's rule).
 _KEEP_IF_EMPTY = ("name", "type", "kind", "auth_kind", "base_url", "api_key")
 _LIMITS = ("context_window", "max_input_tokens", "max_output_tokens")
+DISCOVERY_TIMEOUT = 30.0
 
 
 class ConnectionNotFound(NotFound):
     """No such connection."""
+
+
+class ModelsFailed(FoyaError):
+    """The provider did not list its models."""
+
+    status = 502
+    code = "models_failed"
 
 
 class Connection(TypedDict):
@@ -325,6 +339,37 @@ class Connections:
             self._commit(remaining)
             write_json_atomic(self.defaults_path, defaults)
             self._defaults = defaults
+
+    def discovery_target(self, fields: dict[str, Any]) -> tuple[str, str]:
+        """(base URL, key) to ask for models, from a connection's fields (see the module
+        docstring); "" for type, kind and auth_kind means the default, as on PATCH."""
+        fields = scrub({k: v for k, v in fields.items() if v is not None})
+        _check({k: v for k, v in fields.items() if not (k in _KEEP_IF_EMPTY and v == "")})
+        base_url, key = str(fields.get("base_url", "")), str(fields.get("api_key", ""))
+        if fields.get("id"):
+            saved = self.get(str(fields["id"]))
+            base_url = base_url or saved["base_url"]
+            if not key and base_url == saved["base_url"]:
+                key = saved["api_key"]
+        return base_url, key
+
+    async def discover_models(self, fields: dict[str, Any]) -> Models:
+        """The models the provider of `fields` lists; nothing is saved."""
+        base_url, key = self.discovery_target(fields)
+        from app.providers.openai import OpenAIProvider  # first use loads the SDK
+
+        provider = OpenAIProvider(base_url, key)
+        try:
+            async with asyncio.timeout(DISCOVERY_TIMEOUT):
+                return {"models": await provider.models()}
+        except ProviderError as exc:
+            raise ModelsFailed(exc.message) from None
+        except TimeoutError:
+            raise ModelsFailed(
+                f"the provider at {provider.host} did not answer within {DISCOVERY_TIMEOUT:g} s"
+            ) from None
+        finally:
+            await provider.aclose()
 
     def _commit(self, items: dict[str, dict[str, Any]]) -> None:
         """Write `items`, then make them current (a failed write leaves everything as it was)."""

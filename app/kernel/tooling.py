@@ -7,6 +7,11 @@ results are recorded in call order either way. A session may be limited to some 
 an error result. The turn's `LoopGuard` holds back a call that keeps failing and ends a turn
 that repeats itself.
 
+A tool's `exposure` (Foya's; absent means `direct`) decides whether the model is offered it:
+`direct` always, `hidden` never, `deferred` once `tool_search` activated it for the session
+(`activate`; from the next step on, for as long as the kernel runs). A call of a tool not
+offered is refused like a call of a tool the session may not use.
+
 A file tool's change is journaled before it reaches the disk (`ToolContext.intend` →
 `Store.begin_restore`, one file, action `tool_change`), and the tool's `message_end` forgets
 that journal in the same transaction that records the change. So the rule after a crash is
@@ -112,15 +117,25 @@ class ToolRunner:
         self.store = store
         self.log = get_logger("foya.tools")
         self.policies: list[ToolPolicy] = [allowed_tools_policy]
+        self.activated: dict[str, set[str]] = {}  # session → deferred tools tool_search found
 
     def available(self, row: dict[str, Any]) -> dict[str, Tool]:
-        """The tools session `row` may use: those every policy allows."""
-        tools = self.tools
+        """The tools session `row` may use: those every policy allows, if offered at all."""
+        active = self.activated.get(str(row.get("id")), set())
+        tools = {
+            name: tool
+            for name, tool in self.tools.items()
+            if exposure(tool) == "direct" or (exposure(tool) == "deferred" and name in active)
+        }
         for policy in self.policies:
             allowed = policy(row)
             if allowed is not None:
                 tools = {name: tool for name, tool in tools.items() if name in allowed}
         return tools
+
+    def activate(self, session: str, names: Collection[str]) -> None:
+        """Offer these deferred tools to `session` from its next step on."""
+        self.activated.setdefault(session, set()).update(names)
 
     def schemas(self, row: dict[str, Any] | None = None) -> list[dict[str, Any]]:
         """The tools (of session `row`, if given) as Chat Completions function definitions."""
@@ -257,7 +272,13 @@ class ToolRunner:
         session, row, cwd, tools = step.session, step.row, step.cwd, step.tools
         tool = tools.get(call["name"])
         if tool is None:
-            if call["name"] in self.tools:
+            known = self.tools.get(call["name"])
+            if known is not None and exposure(known) == "deferred":
+                return ToolResult(
+                    f"tool {call['name']!r} is not active: find it with tool_search first",
+                    is_error=True,
+                )
+            if known is not None:
                 return ToolResult(f"tool {call['name']!r} is not allowed here", is_error=True)
             return ToolResult(f"unknown tool {call['name']!r}", is_error=True)
         if call.get("invalid"):
@@ -305,6 +326,11 @@ class ToolRunner:
             return ToolResult(str(exc), is_error=True)
         except OSError as exc:
             return ToolResult(f"{tool.name} failed: {exc.strerror or exc}", is_error=True)
+
+
+def exposure(tool: Tool) -> str:
+    """`direct`, `deferred` or `hidden` (a tool that does not say is `direct`)."""
+    return str(getattr(tool, "exposure", "direct"))
 
 
 def schema(tool: Tool) -> dict[str, Any]:

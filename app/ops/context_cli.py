@@ -196,7 +196,7 @@ def rules_edit_path(
 
 @memory_cli.callback(invoke_without_command=True)
 def memory(ctx: typer.Context) -> None:
-    """Memory for the model: show, set, clear, status, enable, disable.
+    """The model's memory: show, set, clear, status, enable, disable.
 
     The global memory is ~/.foya/memory/user_profile.md, each project has its own file
     (`edit-path` prints where). Without a command, `show`.

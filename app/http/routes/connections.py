@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Response
 
 from app.http.models import ConnectionIn, DefaultModels
+from app.http.webmodels import DiscoverModelsIn
 from app.kernel import Kernel
 from app.kernel.connections import Connection, Models
 
@@ -37,6 +38,12 @@ def router(kernel: Kernel) -> APIRouter:
     async def models(connection_id: str, refresh: bool = False) -> Models:
         """The connection's models; `refresh=true` asks the provider again."""
         return await kernel.list_models(connection_id, refresh)
+
+    @api.post("/connections/discover-models", response_model_exclude_none=True)
+    async def discover_models(body: DiscoverModelsIn) -> Models:
+        """The models a provider lists, without saving a connection: `base_url` and `api_key`,
+        or a saved connection's `id` (its key is used when none is given)."""
+        return await connections.discover_models(body.given())
 
     @api.get("/settings/default-models")
     async def default_models() -> DefaultModels:

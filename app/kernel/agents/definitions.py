@@ -4,8 +4,11 @@ Built in: `explorer`, `researcher` and `worker` (Foya's three, with their tools 
 `worker` is the role of a request that names none). The user's and a project's are Markdown
 files with front matter, read from (within a scope a later root wins a name, as skills do):
 
-    ~/.agents/agents/*.md  ~/.foya/agents/*.md                       scope user, ref user:<name>
-    <project>/.agents/agents/*.md  <project>/.foya/agents/*.md       ref project:<id>:<name>
+    <plugin>/agents/*.md  ~/.agents/agents/*.md  ~/.foya/agents/*.md     scope user, ref user:<name>
+    <project>/.agents/agents/*.md  <project>/.foya/agents/*.md           ref project:<id>:<name>
+
+`<plugin>` is each enabled plugin's directory (`app.kernel.plugins`): the user's own files win a
+name over a plugin's, and a plugin's `agents` directory that resolves outside it is ignored.
 
 Front matter (the YAML subset the skills' reader understands): `name` (1-64 of `A-Za-z0-9_-`,
 starting with a letter or digit), `description` (required), `model`, `tools` (a list, or one
@@ -25,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, NotRequired
@@ -249,9 +253,15 @@ _CacheKey = tuple[int, int, int]
 class Definitions:
     """Finds the definitions a session or project may use."""
 
-    def __init__(self, home: Path, projects: Projects) -> None:
+    def __init__(
+        self,
+        home: Path,
+        projects: Projects,
+        plugin_dirs: Callable[[], Sequence[Path]] = tuple,
+    ) -> None:
         self.home = home
         self.projects = projects
+        self.plugin_dirs = plugin_dirs  # the enabled plugins' directories
         self._cache: dict[str, tuple[_CacheKey, Definition | Malformed]] = {}
         self.log = get_logger("foya.agents")
 
@@ -291,9 +301,11 @@ class Definitions:
     def _scope(self, scope: Scope, base: Path, project_id: str | None) -> list[Definition]:
         """The scope's roots in order, a later root's file winning a name."""
         by_name: dict[str, Definition] = {}
-        for root in ROOTS:
-            place = base / root / "agents"
-            if project_id is not None and not _inside(place, base):
+        places = [(base / root / "agents", base) for root in ROOTS]
+        if scope == "user":
+            places = [*((d / "agents", d) for d in self.plugin_dirs()), *places]
+        for place, confine in places:
+            if (project_id is not None or confine != base) and not _inside(place, confine):
                 continue
             for item in self._root(place, scope, project_id):
                 by_name[item.name.lower()] = item

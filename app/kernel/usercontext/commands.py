@@ -2,6 +2,7 @@
 templates the user runs by name in a session.
 
     ~/.foya/commands/**/*.md            global commands
+    <plugin>/commands/**/*.md           an enabled plugin's commands (`app.kernel.plugins`)
     <project>/.foya/commands/**/*.md    a project's commands
 
 A command file is optional front matter (`name`, `description`) and a body, the template. A file
@@ -16,7 +17,9 @@ Names match `[A-Za-z0-9][A-Za-z0-9:_-]{0,63}` (a leading `/` is dropped, `/` rea
 workflows; of these, this kernel runs `plan` (`builtin:plan`, listed first), not `spec` or
 `goal` (nor lists them). Refs: `global:<name>`, `project:<project id>:<name>`. A session's
 commands are its project's and the global ones; a project command shadows a global one of the
-same name.
+same name. A plugin's commands count as global ones wherever a session's commands are found
+(`effective`, a session's listing, running one), shadowed by the user's own; `scope=global` lists
+only the files under `~/.foya/commands`, the ones the routes can edit.
 
 Running a command expands its body with the arguments (`expand`) and submits the text as a
 turn whose user message records `command: <name>`. Running `plan` puts the session in plan
@@ -39,7 +42,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal, TypeVar
@@ -288,8 +291,10 @@ class Commands:
         sessions: Sessions,
         submit: Submit,
         workflows: Workflows,
+        plugin_dirs: Callable[[], Sequence[Path]] = tuple,
     ) -> None:
         self.files = CommandFiles(home)
+        self.plugin_dirs = plugin_dirs  # the enabled plugins' directories
         self.projects = projects
         self.sessions = sessions
         self.submit = submit
@@ -313,9 +318,10 @@ class Commands:
 
     def _roots(self, project_id: str | None) -> list[Root]:
         """Where commands of `project_id` (or of no project) are found, the shadowing one last."""
+        plugins = [Root("global", None, d, ("commands",)) for d in self.plugin_dirs()]
         if not project_id:
-            return [self.files.global_root]
-        return [self.files.global_root, self._root("project", project_id)]
+            return [*plugins, self.files.global_root]
+        return [*plugins, self.files.global_root, self._root("project", project_id)]
 
     async def _session_roots(self, session: str) -> list[Root]:
         """The roots of the session's project; a session whose project is gone has none."""

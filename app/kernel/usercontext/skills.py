@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -84,8 +84,9 @@ class Skills:
         data_dir: Path,
         projects: Projects,
         tools: Callable[[], Collection[str]] = tuple,
+        plugin_dirs: Callable[[], Sequence[Path]] = tuple,
     ) -> None:
-        self.files = SkillFiles(home, data_dir / "skills.json")
+        self.files = SkillFiles(home, data_dir / "skills.json", plugin_dirs)
         self.projects = projects
         self.tools = tools  # the names of the tools a turn offers (`required-tools` are checked)
         self._lock = asyncio.Lock()

@@ -4,16 +4,19 @@ that makes finding them again cost a `stat` per file.
 Roots, in this order (within a scope a later root wins a name, so `.foya` beats `.agents`; a
 project skill beats a global one of the same name; names compare case-insensitively):
 
-    ~/.agents/skills/  ~/.foya/skills/                        scope global, ref global:<name>
+    <plugin>/skills/  ~/.agents/skills/  ~/.foya/skills/      scope global, ref global:<name>
     <project>/.agents/skills/  <project>/.foya/skills/        scope project, ref project:<id>:<name>
 
-`<name>` in a ref is lower-cased. A root is searched for `SKILL.md` (any case) at most
-`MAX_DEPTH` directories down; a directory holding one is a skill package, and its
-subdirectories are its resources, not more skills (Foya searches them too). A symbolic link to
-a directory counts as a package when the target holds a `SKILL.md` (as in Foya), but a project
-skill whose real path leaves the project directory is rejected (`path_escape`): a repository
-cannot make the kernel read files elsewhere. A file that is not a skill is rejected with a
-diagnostic (`invalid_skill`) and the others still load.
+`<plugin>` is each enabled plugin's directory (`app.kernel.plugins`), by plugin name: the
+user's own skills win a name over a plugin's, and a plugin skill whose real path leaves its
+plugin is rejected (`path_escape`). `<name>` in a ref is lower-cased.
+
+A root is searched for `SKILL.md` (any case) at most `MAX_DEPTH` directories down; a directory
+holding one is a skill package, and its subdirectories are its resources, not more skills (Foya
+searches them too). A symbolic link to a directory counts as a package when the target holds a
+`SKILL.md` (as in Foya), but a project skill whose real path leaves the project directory is
+rejected (`path_escape`): a repository cannot make the kernel read files elsewhere. A file that
+is not a skill is rejected with a diagnostic (`invalid_skill`) and the others still load.
 
 Every file (each SKILL.md and `skills.json`) is read through one cache keyed by its (mtime,
 size, inode): it is read and parsed again only when one of them changed, so a hand edit shows
@@ -25,7 +28,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -79,9 +82,12 @@ class Scan:
 class SkillFiles:
     """Finds skills below a home and a project; reads `skills.json` (`state_file`)."""
 
-    def __init__(self, home: Path, state_file: Path) -> None:
+    def __init__(
+        self, home: Path, state_file: Path, plugin_dirs: Callable[[], Sequence[Path]] = tuple
+    ) -> None:
         self.home = home
         self.state_file = state_file
+        self.plugin_dirs = plugin_dirs  # the enabled plugins' directories
         self.reads = 0
         self._cache: dict[str, tuple[tuple[int, int, int], bool, Any]] = {}
 
@@ -93,17 +99,19 @@ class SkillFiles:
         state = self.state()
         scan = Scan()
         by_name: dict[str, Found] = {}
-        places: list[tuple[SkillScope, Path, str | None]] = [("global", self.home, None)]
+        places: list[tuple[SkillScope, Path, str | None]] = [
+            ("global", plugin / "skills", os.path.realpath(plugin)) for plugin in self.plugin_dirs()
+        ]
+        places += [("global", self.home / root / "skills", None) for root in ROOTS]
         if project_root is not None:
-            places.append(("project", project_root, os.path.realpath(project_root)))
-        for scope, base, confine in places:
-            for root in ROOTS:
-                place = base / root / "skills"
-                for item in self._scan_root(place, scope, project_id, confine, scan):
-                    skill = item[0]
-                    skill.enabled = skill.ref not in state.disabled
-                    skill.pinned = skill.ref in state.pinned
-                    by_name[f"{scope}:{skill.name.lower()}"] = item
+            real = os.path.realpath(project_root)
+            places += [("project", project_root / root / "skills", real) for root in ROOTS]
+        for scope, place, confine in places:
+            for item in self._scan_root(place, scope, project_id, confine, scan):
+                skill = item[0]
+                skill.enabled = skill.ref not in state.disabled
+                skill.pinned = skill.ref in state.pinned
+                by_name[f"{scope}:{skill.name.lower()}"] = item
         scan.found = sorted(by_name.values(), key=lambda f: order(f[0]))
         scan.rejected.sort(key=lambda r: (-RANK[r.scope], r.path or ""))
         scan.diagnostics.sort(key=lambda d: (d.path or "", d.code, d.message))
@@ -129,7 +137,8 @@ class SkillFiles:
                 continue
             seen.add(real)
             if confine is not None and not _inside(real, confine):
-                escape = "skill resolves outside the project directory"
+                where = "the project directory" if scope == "project" else "its plugin"
+                escape = f"skill resolves outside {where}"
                 _reject(scan, scope, project_id, directory, main, "path_escape", escape)
                 continue
             try:

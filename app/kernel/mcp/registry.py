@@ -1,0 +1,98 @@
+"""`GET /mcp/registry`: servers of the public MCP registry, shaped as Foya shapes them: each with a
+ready `config` (a remote `streamable_http`/`sse` URL first, else an npm package run over stdio
+through `npx` or its runtime hint) and `installable` false with a `reason` when it needs more
+configuration or has no way we can run it. The registry's URL is a setting
+(`FOYA_MCP_REGISTRY_URL`), so tests and air-gapped hosts can point it elsewhere.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+LIMIT = 40
+TIMEOUT = 15.0
+
+
+async def registry_servers(url: str, query: str) -> list[dict[str, Any]]:
+    """One page of the registry's answer to `query`, deduplicated by name, in its order."""
+    params = {"limit": str(LIMIT)}
+    if query.strip():
+        params["search"] = query.strip()
+    async with httpx.AsyncClient(timeout=TIMEOUT) as client:
+        response = await client.get(url, params=params)
+    if response.status_code != 200:
+        raise ValueError(f"MCP registry returned HTTP {response.status_code}")
+    entries = response.json().get("servers") or []
+    found: dict[str, dict[str, Any]] = {}
+    for entry in entries:
+        item = _install(entry.get("server") or {})
+        if item["id"]:
+            found[item["id"]] = item
+    return list(found.values())
+
+
+def _install(server: dict[str, Any]) -> dict[str, Any]:
+    name = str(server.get("name") or "")
+    title = str(server.get("title") or "").strip() or name
+    config: dict[str, Any] = {"id": name, "name": title, "enabled": True}
+    item: dict[str, Any] = {"id": name, "name": title, "installable": False, "config": config}
+    for key in ("description", "version"):
+        if server.get(key):
+            item[key] = str(server[key])
+    for remote in server.get("remotes") or []:
+        transport = str(remote.get("type") or "").replace("-", "_")
+        if transport in ("streamable_http", "sse") and remote.get("url"):
+            config.update(transport=transport, url=str(remote["url"]))
+            item["installable"] = True
+            return item
+    for package in server.get("packages") or []:
+        if (
+            package.get("registryType") != "npm"
+            or (package.get("transport") or {}).get("type") != "stdio"
+        ):
+            continue
+        args = _arguments(package.get("runtimeArguments") or [])
+        extra = _arguments(package.get("packageArguments") or [])
+        if args is None or extra is None:
+            continue
+        identifier = str(package.get("identifier") or "")
+        version = str(package.get("version") or server.get("version") or "")
+        if version and not identifier.endswith("@" + version):
+            identifier += "@" + version
+        env: dict[str, str] = {}
+        ready = True
+        for variable in package.get("environmentVariables") or []:
+            value = str(variable.get("value") or variable.get("default") or "")
+            ready = ready and not (variable.get("isRequired") and not value)
+            if value:
+                env[str(variable.get("name"))] = value
+        config.update(
+            transport="stdio",
+            command=str(package.get("runtimeHint") or "npx"),
+            args=[*args, identifier, *extra],
+        )
+        if env:
+            config["env"] = env
+        item["installable"] = ready
+        if not ready:
+            item["reason"] = "needs more configuration"
+        return item
+    item["reason"] = "no compatible way to install it"
+    return item
+
+
+def _arguments(items: list[dict[str, Any]]) -> list[str] | None:
+    """Registry arguments as argv; None when a required one has no usable value."""
+    out: list[str] = []
+    for item in items:
+        value = str(item.get("value") or item.get("default") or "")
+        if item.get("isRequired") and (not value or "{" in value):
+            return None
+        if not value:
+            continue
+        if item.get("name"):
+            out.append(str(item["name"]))
+        out.append(value)
+    return out

@@ -1,0 +1,228 @@
+"""The MCP service: the configuration (`GET|PUT /mcp`), one supervised `Link` per enabled server,
+their tools in the kernel's tool table, and the resource, prompt and registry look-ups.
+
+`start` loads `~/.foya/mcp.json` (a broken file refuses the start, as in Foya) and starts every
+enabled server in the background; `stop` closes them all (their processes end). `replace`
+stores a new configuration only when all of it is valid, then restarts the servers whose
+definition changed (the others keep running) and stops the removed ones.
+
+Errors: `McpUpdateFailed` 400 (`app.kernel.mcp.config`); `McpRequestFailed` 502 with Foya's
+code of the route (`mcp_resources_failed`, `mcp_resource_read_failed`, `mcp_prompts_failed`,
+`mcp_prompt_get_failed`, `mcp_registry_failed`) when a server is not connected, fails or does
+not answer in time; `BadRequest` 400 when `server_id` (or `uri`, `name`) is missing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel
+
+from app.errors import BadRequest, FoyaError, NotFound
+from app.kernel.mcp import store
+from app.kernel.mcp.common import NotConnected, Timeouts
+from app.kernel.mcp.config import McpConfig, ServerConfig, merged, public
+from app.kernel.mcp.tools import Approve, ServerTool, tool_name
+from app.tools import Tool
+
+if TYPE_CHECKING:  # the SDK is imported once it is needed (app.kernel.mcp.common)
+    from mcp import Client
+
+    from app.kernel.mcp.link import Link
+
+#: Fields of the newer protocol's results that Foya's answers do not have.
+_DROPPED = ("resultType", "ttlMs", "cacheScope", "nextCursor")
+
+
+class McpRequestFailed(FoyaError):
+    status = 502
+    code = "mcp_failed"
+
+
+class McpServerNotFound(NotFound):
+    code = "mcp_server_not_found"
+
+
+def _dump(model: BaseModel) -> dict[str, Any]:
+    out: dict[str, Any] = model.model_dump(mode="json", by_alias=True, exclude_none=True)
+    for key in _DROPPED:
+        out.pop(key, None)
+    return out
+
+
+class McpService:
+    """MCP servers for the kernel; `tools` is the kernel's live tool table."""
+
+    def __init__(
+        self,
+        root: Path,
+        timeouts: Timeouts,
+        registry_url: str,
+        tools: dict[str, Tool],
+        approve: Approve,
+    ) -> None:
+        self.root = root
+        self.timeouts = timeouts
+        self.registry_url = registry_url
+        self.tools = tools
+        self.approve = approve
+        self.config = McpConfig()
+        self.plugin_servers: list[ServerConfig] = []  # enabled plugins' (never in mcp.json)
+        self.links: dict[str, Link] = {}
+        self._installed: set[str] = set()
+        self._lock = asyncio.Lock()
+
+    def start(self) -> None:
+        """Load the configuration and start every enabled server (without waiting for any)."""
+        self.config = store.load(self.root)
+        for server in self._servers():
+            if server.enabled:
+                self._start(server)
+
+    async def set_plugin_servers(self, servers: list[ServerConfig]) -> None:
+        """The enabled plugins' servers changed (app.kernel.plugins): stop the ones that went
+        or changed, start the new ones. They are kept apart from `mcp.json`."""
+        async with self._lock:
+            before = {s.id: s for s in self.plugin_servers}
+            self.plugin_servers = list(servers)
+            await self._reconcile(before, {s.id: s for s in servers if s.enabled})
+
+    async def stop(self) -> None:
+        """Close every server; their tools leave the table."""
+        links, self.links = list(self.links.values()), {}
+        await asyncio.gather(*(link.stop() for link in links))
+        self._sync()
+
+    def public_config(self) -> McpConfig:
+        return public(self.config)
+
+    async def replace(self, incoming: McpConfig) -> McpConfig:
+        """`PUT /mcp`: validate, store, then bring the running servers in line."""
+        async with self._lock:
+            config = merged(incoming, self.config)
+            await asyncio.to_thread(store.save, self.root, config)
+            before = {s.id: s for s in self.config.servers}
+            self.config = config
+            await self._reconcile(before, {s.id: s for s in config.servers if s.enabled})
+            return public(config)
+
+    async def _reconcile(
+        self, before: dict[str, ServerConfig], wanted: dict[str, ServerConfig]
+    ) -> None:
+        """Of the servers in `before`, stop those not `wanted` as they are; start the rest."""
+        stale = [
+            link
+            for server_id, link in self.links.items()
+            if server_id in before and wanted.get(server_id) != before[server_id]
+        ]
+        for link in stale:
+            del self.links[link.config.id]
+        await asyncio.gather(*(link.stop() for link in stale))
+        for server_id, server in wanted.items():
+            if server_id not in self.links:
+                self._start(server)
+        self._sync()
+
+    def _servers(self) -> list[ServerConfig]:
+        return [*self.config.servers, *self.plugin_servers]
+
+    def statuses(self) -> list[dict[str, Any]]:
+        """`GET /mcp/status`: every configured server, by id."""
+        out = []
+        for server in sorted(self._servers(), key=lambda s: s.id):
+            link = self.links.get(server.id)
+            if link is not None:
+                out.append(link.status())
+                continue
+            out.append(
+                {
+                    "id": server.id,
+                    "name": server.name,
+                    "state": "disconnected" if server.enabled else "disabled",
+                    "transport": server.transport,
+                    "tool_count": 0,
+                    "resource_count": 0,
+                    "prompt_count": 0,
+                    "restarts": 0,
+                }
+            )
+        return out
+
+    def link(self, server_id: str) -> Link:
+        link = self.links.get(server_id)
+        if link is None:
+            if all(s.id != server_id for s in self._servers()):
+                raise McpServerNotFound(f"no MCP server {server_id!r} is configured")
+            raise NotConnected(f"MCP server {server_id!r} is not connected")
+        return link
+
+    async def resources(self, server_id: str) -> list[dict[str, Any]]:
+        from app.kernel.mcp.link import resources
+
+        found = await self._ask(server_id, resources, "mcp_resources_failed")
+        return [_dump(r) for r in found]
+
+    async def read_resource(self, server_id: str, uri: str) -> dict[str, Any]:
+        if not uri:
+            raise BadRequest("uri is required")
+        read: Callable[[Client], Awaitable[Any]] = lambda c: c.read_resource(uri)  # noqa: E731
+        return _dump(await self._ask(server_id, read, "mcp_resource_read_failed"))
+
+    async def prompts(self, server_id: str) -> list[dict[str, Any]]:
+        from app.kernel.mcp.link import prompts
+
+        found = await self._ask(server_id, prompts, "mcp_prompts_failed")
+        return [_dump(p) for p in found]
+
+    async def get_prompt(self, server_id: str, name: str, args: dict[str, str]) -> dict[str, Any]:
+        if not name:
+            raise BadRequest("name is required")
+        get: Callable[[Client], Awaitable[Any]] = lambda c: c.get_prompt(name, args)  # noqa: E731
+        return _dump(await self._ask(server_id, get, "mcp_prompt_get_failed"))
+
+    async def registry(self, query: str) -> list[dict[str, Any]]:
+        """`GET /mcp/registry`: servers of the public MCP registry, as installable configs."""
+        import httpx
+
+        from app.kernel.mcp.registry import registry_servers
+
+        try:
+            return await registry_servers(self.registry_url, query)
+        except (httpx.HTTPError, ValueError) as exc:
+            raise McpRequestFailed(
+                f"query MCP registry: {exc}", code="mcp_registry_failed"
+            ) from None
+
+    async def _ask(
+        self, server_id: str, work: Callable[[Client], Awaitable[Any]], code: str
+    ) -> Any:
+        if not server_id:
+            raise BadRequest("server_id is required")
+        try:
+            return await self.link(server_id).call(work)
+        except (NotConnected, TimeoutError, RuntimeError) as exc:
+            raise McpRequestFailed(str(exc), code=code) from None
+
+    def _start(self, server: ServerConfig) -> None:
+        from app.kernel.mcp.link import Link
+
+        link = Link(server, self.timeouts, self._sync)
+        self.links[server.id] = link
+        link.start()
+
+    def _sync(self) -> None:
+        """Put the connected servers' tools in the tool table, and take the others out."""
+        wanted: dict[str, Tool] = {}
+        for link in self.links.values():
+            for remote in link.listing.tools:
+                name = tool_name(link.config.id, remote.name)
+                wanted[name] = ServerTool(self, link.config.id, remote, link.config.exposure)
+        for name in self._installed - wanted.keys():
+            self.tools.pop(name, None)
+        for name, tool in wanted.items():
+            if name in self._installed or name not in self.tools:
+                self.tools[name] = tool
+        self._installed = {n for n in wanted if self.tools.get(n) is wanted[n]}

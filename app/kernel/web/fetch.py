@@ -1,0 +1,231 @@
+"""The guarded fetch behind `web_fetch`: one GET, its redirects, and the page as text.
+
+Only http(s) URLs with a host and without credentials are fetched. Every hop of a redirect
+chain (at most `MAX_REDIRECTS`) is checked again, its URL and the addresses its host resolves
+to (`app.kernel.web.guard`), so a public page cannot bounce the fetch to a private one. The
+whole chain has `TIMEOUT` seconds; a body larger than `MAX_BYTES` (decompressed) is refused
+without reading the rest; only textual content types are accepted. HTML becomes Markdown
+(`to_markdown`), and text longer than `MAX_TEXT` characters is cut with a mark. No proxy from
+the environment is used: a proxy would make the address checks meaningless.
+
+Errors are `FetchError`s whose message is what the model is told, in Foya's words
+(`web fetch returned HTTP 404`, `web fetch response exceeds 5 MB`, …).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import socket
+
+import aiohttp
+from aiohttp.abc import AbstractResolver, ResolveResult
+from html_to_markdown import ConversionOptions, convert
+from yarl import URL
+
+from app.kernel.web.errors import FetchError
+from app.kernel.web.guard import AllowList, Blocked, literal
+
+MAX_BYTES = 5 * 1024 * 1024
+MAX_TEXT = 200_000
+MAX_REDIRECTS = 10
+TIMEOUT = 30.0
+CONNECT_TIMEOUT = 10.0
+USER_AGENT = "Mozilla/5.0 Foya/0.1"
+TRUNCATED = "\n\n[content truncated]"
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
+_HTML = ("text/html", "application/xhtml+xml")
+_NUMERIC = socket.AI_NUMERICHOST | socket.AI_NUMERICSERV
+
+
+def check_url(raw: str) -> URL:
+    """`raw` as a URL `web_fetch` may ask for (http or https, a host, no credentials)."""
+    try:
+        url = URL(raw)
+    except (ValueError, TypeError):
+        raise FetchError("invalid or unsafe URL") from None
+    if url.scheme not in ("http", "https") or not url.host:
+        raise FetchError("invalid or unsafe URL")
+    if url.user is not None or url.password is not None:
+        raise FetchError("invalid or unsafe URL")
+    return url
+
+
+def to_markdown(html: str, base_url: str) -> str:
+    """A page's HTML as Markdown: scripts, styles, navigation, forms and images dropped,
+    relative links made absolute against `base_url`."""
+    options = ConversionOptions(base_url=base_url, extract_metadata=False, skip_images=True)
+    return (convert(html, options).content or "").strip()
+
+
+def _size(count: int) -> str:
+    mib = 1024 * 1024
+    return f"{count // mib} MB" if count % mib == 0 else f"{count} bytes"
+
+
+class Fetcher:
+    """Fetches pages for `web_fetch`, over one pool of connections (`close()` it)."""
+
+    def __init__(
+        self,
+        allow: AllowList,
+        *,
+        max_bytes: int = MAX_BYTES,
+        timeout: float = TIMEOUT,
+        max_redirects: int = MAX_REDIRECTS,
+    ) -> None:
+        self.allow = allow
+        self.max_bytes = max_bytes
+        self.timeout = timeout
+        self.max_redirects = max_redirects
+        self._session: aiohttp.ClientSession | None = None
+
+    def precheck(self, raw: str) -> URL:
+        """What can be refused before asking anyone: the URL, and a private IP literal."""
+        url = check_url(raw)
+        self._check_literal(url)
+        return url
+
+    async def fetch(self, raw: str) -> str:
+        """The text of the page at `raw` (Markdown for HTML), or `FetchError`."""
+        url = check_url(raw)
+        try:
+            async with asyncio.timeout(self.timeout):
+                return await self._follow(url)
+        except TimeoutError:
+            raise FetchError(f"web fetch failed: no answer within {self.timeout:g} s") from None
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    def _client(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            # Resolved anew for every connection (no DNS cache), each answer checked.
+            connector = aiohttp.TCPConnector(
+                resolver=GuardedResolver(self.allow), use_dns_cache=False
+            )
+            self._session = aiohttp.ClientSession(
+                connector=connector,
+                timeout=aiohttp.ClientTimeout(total=None, connect=CONNECT_TIMEOUT),
+                headers={"User-Agent": USER_AGENT},
+                trust_env=False,
+            )
+        return self._session
+
+    def _check_literal(self, url: URL) -> None:
+        host = url.host or ""
+        address = literal(host)
+        if address is not None and not self.allow.allows(host, address):
+            raise FetchError(f"web fetch failed: {host} is a private or reserved address")
+
+    async def _follow(self, url: URL) -> str:
+        for hop in range(self.max_redirects + 1):
+            self._check_literal(url)
+            try:
+                async with self._client().get(url, allow_redirects=False) as response:
+                    location = response.headers.get("Location")
+                    if response.status in _REDIRECTS and location:
+                        if hop == self.max_redirects:
+                            break
+                        url = self._next(url, location)
+                        continue
+                    if not 200 <= response.status < 300:
+                        raise FetchError(f"web fetch returned HTTP {response.status}")
+                    data = await self._body(response)
+                    content_type = response.headers.get("Content-Type", "").lower()
+                    return await self._text(data, content_type, response.charset, url)
+            except aiohttp.ClientConnectorError as exc:
+                if isinstance(exc.os_error, Blocked):
+                    raise FetchError(f"web fetch failed: {exc.os_error}") from None
+                reason = exc.os_error.strerror or type(exc.os_error).__name__
+                raise FetchError(
+                    f"web fetch failed: cannot connect to {url.host}: {reason}"
+                ) from None
+            except aiohttp.ClientError as exc:
+                raise FetchError(f"web fetch failed: {exc or type(exc).__name__}") from None
+        raise FetchError(f"web fetch exceeded {self.max_redirects} redirects")
+
+    def _next(self, url: URL, location: str) -> URL:
+        try:
+            target = url.join(URL(location))
+        except (ValueError, TypeError):
+            raise FetchError("web fetch failed: redirect to an invalid URL") from None
+        try:
+            return check_url(str(target))
+        except FetchError:
+            raise FetchError("web fetch failed: redirect to an invalid or unsafe URL") from None
+
+    async def _body(self, response: aiohttp.ClientResponse) -> bytes:
+        too_large = FetchError(f"web fetch response exceeds {_size(self.max_bytes)}")
+        if response.content_length is not None and response.content_length > self.max_bytes:
+            raise too_large
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in response.content.iter_chunked(64 * 1024):
+            size += len(chunk)
+            if size > self.max_bytes:
+                raise too_large
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    async def _text(self, data: bytes, content_type: str, charset: str | None, url: URL) -> str:
+        if content_type and not any(t in content_type for t in ("text/", "json", "xml")):
+            raise FetchError("web fetch response is not textual content")
+        text = data.decode(_codec(charset), errors="replace")
+        if any(t in content_type for t in _HTML):
+            try:
+                # Fast (a Rust core), but a 5 MB page still takes a moment: not on the loop.
+                text = await asyncio.to_thread(to_markdown, text, str(url))
+            except Exception as exc:  # the converter's own error types
+                raise FetchError(f"web page parse failed: {exc}") from None
+        if len(text) > MAX_TEXT:
+            text = text[:MAX_TEXT] + TRUNCATED
+        return text
+
+
+def _codec(charset: str | None) -> str:
+    """The page's declared charset if Python knows it, else UTF-8."""
+    if charset:
+        try:
+            return codecs.lookup(charset).name
+        except LookupError:
+            pass
+    return "utf-8"
+
+
+class GuardedResolver(AbstractResolver):
+    """aiohttp's resolver for fetches: the system's answer, refused if any address is."""
+
+    def __init__(self, allow: AllowList) -> None:
+        self.allow = allow
+
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
+        loop = asyncio.get_running_loop()
+        infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM, family=family)
+        results: list[ResolveResult] = []
+        for found_family, _, proto, _, sockaddr in infos:
+            address = literal(str(sockaddr[0]))
+            if address is None:  # not an IP socket address: nothing we could vouch for
+                raise Blocked(f"{host} resolves to an address that is not IP")
+            if not self.allow.allows(host, address):
+                raise Blocked(f"{host} resolves to a private or reserved address ({address})")
+            results.append(
+                ResolveResult(
+                    hostname=host,
+                    host=str(sockaddr[0]),
+                    port=int(sockaddr[1]),
+                    family=found_family,
+                    proto=proto,
+                    flags=_NUMERIC,
+                )
+            )
+        if not results:
+            raise Blocked(f"{host} resolves to no address")
+        return results
+
+    async def close(self) -> None:
+        return None

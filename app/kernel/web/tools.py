@@ -1,0 +1,119 @@
+"""The `web_search` and `web_fetch` tools, with Foya's names, schemas and answers.
+
+- `web_search {query, limit?}` answers `{"provider", "query", "results": [{"title", "url",
+  "snippet"?, "source"?, "rank"}]}` (compact JSON); a failure is `web search failed: …`.
+- `web_fetch {url}` answers the page's text (Markdown for HTML, cut at 200,000 characters);
+  `invalid or unsafe URL`, `web fetch returned HTTP 404`, `web fetch failed: …` otherwise.
+
+Approval, as in Foya, is the tool's own, action `network`, through the session's approval
+mode: detail `Web search: <query>` / `Read web page: <url>`, resource the query / the URL; a
+denial is `user denied web search` / `user denied web fetch`. A URL that can be refused
+without a connection (not http(s), credentials, a private IP literal) is refused before asking.
+Both tools change nothing, so a step's calls of them may run side by side.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from app.kernel.approvals import Approvals, Ask
+from app.kernel.providers import Providers
+from app.kernel.sessions import Sessions
+from app.kernel.tooling import GUARDIAN_PROMPT
+from app.kernel.web.errors import FetchError, SearchFailed
+from app.kernel.web.search import WebSearch
+from app.tools import Tool, ToolError, ToolResult
+from app.tools.base import Action, ToolContext, schema
+
+MAX_QUERY = 200
+
+
+class _WebTool:
+    """What both tools share: their approval."""
+
+    name = ""
+    parallel = True
+
+    def __init__(
+        self, web: WebSearch, approvals: Approvals, providers: Providers, sessions: Sessions
+    ) -> None:
+        self.web = web
+        self.approvals = approvals
+        self.providers = providers
+        self.sessions = sessions
+
+    def action(self, args: dict[str, Any]) -> Action:
+        return "read"  # approval is asked in `run`, as action `network`
+
+    def resource(self, args: dict[str, Any], ctx: ToolContext) -> Path | None:
+        return None
+
+    async def _approve(self, ctx: ToolContext, detail: str, resource: str, what: str) -> None:
+        row = await self.sessions.row(ctx.session)
+        ask = Ask(ctx.session, self.name, "network", detail, resource, False, "internet")
+        decision = await self.approvals.check(
+            row["approval_mode"],
+            ask,
+            ctx.emit,
+            lambda a: self.providers.guardian(row, GUARDIAN_PROMPT, a),
+        )
+        if decision == "denied":
+            raise ToolError(f"user denied {what}")
+
+
+class WebSearchTool(_WebTool):
+    name = "web_search"
+    description = "Search the live web and return bounded source rows."
+    parameters = schema(
+        {
+            "query": {"type": "string", "minLength": 1, "maxLength": MAX_QUERY},
+            "limit": {"type": "integer", "minimum": 1, "maximum": 10, "default": 5},
+        },
+        ["query"],
+    )
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        query, limit = args.get("query"), args.get("limit")
+        if not isinstance(query, str) or not 1 <= len(query) <= MAX_QUERY:
+            raise ToolError(f"invalid arguments: query must be 1 to {MAX_QUERY} characters")
+        if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool)):
+            raise ToolError("invalid arguments: limit must be an integer")
+        await self._approve(ctx, f"Web search: {query}", query, "web search")
+        try:
+            results, provider = await self.web.search(query, limit)
+        except SearchFailed as exc:
+            raise ToolError(f"web search failed: {exc}") from None
+        answer = {"provider": provider, "query": query, "results": results}
+        return ToolResult(json.dumps(answer, ensure_ascii=False, separators=(",", ":")))
+
+
+class WebFetchTool(_WebTool):
+    name = "web_fetch"
+    description = "Read the main textual content of a known HTTP or HTTPS URL."
+    parameters = schema(
+        {"url": {"type": "string", "format": "uri", "description": "HTTP or HTTPS URL"}}, ["url"]
+    )
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        raw = args.get("url")
+        try:
+            if not isinstance(raw, str):
+                raise FetchError("invalid or unsafe URL")
+            url = str(self.web.fetcher.precheck(raw))
+            await self._approve(ctx, f"Read web page: {url}", url, "web fetch")
+            return ToolResult(await self.web.fetcher.fetch(url))
+        except FetchError as exc:
+            raise ToolError(str(exc)) from None
+
+
+def web_tools(
+    web: WebSearch, approvals: Approvals, providers: Providers, sessions: Sessions
+) -> dict[str, Tool]:
+    """`web_search` and `web_fetch`, by name."""
+    tools: list[Tool] = [
+        WebSearchTool(web, approvals, providers, sessions),
+        WebFetchTool(web, approvals, providers, sessions),
+    ]
+    return {tool.name: tool for tool in tools}
