@@ -4,13 +4,18 @@
 `app.cli` registers them on the `foya` command. Like it, this module imports only typer at the
 top: each command imports its client (app.ops.rest and app.ops.commands, app.ops.client,
 app.ops.tunnel) when it runs. They share the flags `--socket`, `--url`, `--token-file`,
-`--cacert`, `--data-dir` and `--json`, and the exit codes of app.ops.rest.
+`--cacert`, `--data-dir` and `--json`, and the exit codes of app.ops.rest: `client_flags` gives
+them to a command (here and in app.ops.context_cli, mcp_cli, websearch_cli) as one `Client`.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import os
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
@@ -76,34 +81,109 @@ def fail(message: str) -> NoReturn:
     raise typer.Exit(EXIT_CONFIG)
 
 
-def status(
-    socket: SocketOpt = None,
-    url: UrlOpt = None,
-    token_file: TokenFileOpt = None,
-    cacert: CacertOpt = None,
-    data_dir: DataDirOpt = None,
-    as_json: JsonOpt = False,
-) -> None:
+@dataclass(frozen=True)
+class Client:
+    """The client flags a command was given: where its kernel is, and whether to print JSON."""
+
+    socket: str | None = None
+    url: str | None = None
+    token_file: str | None = None
+    cacert: str | None = None
+    data_dir: str | None = None
+    as_json: bool = False
+
+    def target(self) -> Target:
+        """Where the kernel is: --url, else the Unix socket (exit 2 on a bad flag)."""
+        from app.ops.rest import Target, default_socket
+
+        url, socket, cacert = self.url, self.socket, self.cacert
+        if url is not None and socket is not None:
+            fail("give either --socket or --url, not both")
+        if url is None and (self.token_file is not None or cacert is not None):
+            fail("--token-file and --cacert need --url")
+        if url is not None and not url.startswith(("http://", "https://")):
+            fail(f"--url: expected http(s)://host:port, got {url!r}")
+        if cacert is not None and not Path(cacert).is_file():
+            fail(f"--cacert: cannot read {cacert}")
+        if url is None:
+            home = None if self.data_dir is None else Path(self.data_dir)
+            return Target(socket=Path(socket) if socket else default_socket(home))
+        token = read_token(None if self.token_file is None else Path(self.token_file))
+        return Target(
+            url=url.rstrip("/"), token=token, cacert=None if cacert is None else Path(cacert)
+        )
+
+    def run(self, command: Command) -> NoReturn:
+        """Run a thin REST client command and exit with its code."""
+        from app.ops.commands import Console, run
+
+        raise typer.Exit(run(self.target(), command, Console(sys.stdout, sys.stderr, self.as_json)))
+
+
+_FLAGS = [
+    inspect.Parameter(
+        name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default, annotation=kind
+    )
+    for name, kind, default in (
+        ("socket", SocketOpt, None),
+        ("url", UrlOpt, None),
+        ("token_file", TokenFileOpt, None),
+        ("cacert", CacertOpt, None),
+        ("data_dir", DataDirOpt, None),
+        ("as_json", JsonOpt, False),
+    )
+]
+
+
+def client_flags(*, json: bool = True) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Give a command the client flags (`--json` too unless `json=False`) in place of its
+    `client: Client` parameter, at that place in its help; it gets them as one `Client`.
+
+    Typer reads a command's flags from its signature, so the wrapper shows the flags' own
+    parameters and folds them into the `Client` it passes on.
+    """
+    flags = _FLAGS if json else _FLAGS[:-1]
+
+    def decorate(command: Callable[..., None]) -> Callable[..., None]:
+        own = list(inspect.signature(command, eval_str=True).parameters.values())
+        at = [p.name for p in own].index("client")
+        shown = inspect.Signature([*own[:at], *flags, *own[at + 1 :]], return_annotation=None)
+
+        @functools.wraps(command)
+        def wrapper(*args: object, **kwargs: object) -> None:
+            bound = shown.bind(*args, **kwargs)
+            bound.apply_defaults()
+            given = bound.arguments
+            client = Client(**{p.name: given.pop(p.name) for p in flags})
+            command(**given, client=client)
+
+        wrapper.__signature__ = shown  # type: ignore[attr-defined]
+        wrapper.__annotations__ = {p.name: p.annotation for p in shown.parameters.values()}
+        return wrapper
+
+    return decorate
+
+
+@client_flags()
+def status(*, client: Client) -> None:
     """Ask a kernel whether it is ready and print each check.
 
     GET /readyz; exit 0 ready, 1 not ready (or an error answer), 2 unreachable.
     """
     from app.ops import commands
 
-    run_client(commands.status, socket, url, token_file, cacert, data_dir, as_json)
+    client.run(commands.status)
 
 
+@client_flags(json=False)
 def exec_(
     prompt: Annotated[str, typer.Argument(metavar="PROMPT", hidden=True)],
     session: Annotated[
         str | None,
         typer.Option("--session", metavar="ID", help="Continue this session (default: a new one)."),
     ] = None,
-    socket: SocketOpt = None,
-    url: UrlOpt = None,
-    token_file: TokenFileOpt = None,
-    cacert: CacertOpt = None,
-    data_dir: DataDirOpt = None,
+    *,
+    client: Client,
     approve_all: Annotated[
         bool, typer.Option("--approve-all", help="Approve every tool call without asking.")
     ] = False,
@@ -126,33 +206,24 @@ def exec_(
 
     if not prompt.strip():
         fail("PROMPT: must not be empty")
-    target = client_target(socket, url, token_file, cacert, data_dir)
+    target = client.target()
     opts = ExecOptions(prompt, session, approve_all, show_reasoning, model, project_id)
     raise typer.Exit(run_exec(target, opts, sys.stdout, sys.stderr, sys.stdin))
 
 
-def sessions(
-    socket: SocketOpt = None,
-    url: UrlOpt = None,
-    token_file: TokenFileOpt = None,
-    cacert: CacertOpt = None,
-    data_dir: DataDirOpt = None,
-    as_json: JsonOpt = False,
-) -> None:
+@client_flags()
+def sessions(*, client: Client) -> None:
     """List the sessions, newest first."""
     from app.ops import commands
 
-    run_client(commands.sessions, socket, url, token_file, cacert, data_dir, as_json)
+    client.run(commands.sessions)
 
 
+@client_flags()
 def history(
     session_id: Annotated[str, typer.Argument(metavar="SESSION_ID", hidden=True)],
-    socket: SocketOpt = None,
-    url: UrlOpt = None,
-    token_file: TokenFileOpt = None,
-    cacert: CacertOpt = None,
-    data_dir: DataDirOpt = None,
-    as_json: JsonOpt = False,
+    *,
+    client: Client,
 ) -> None:
     """Print the messages of a session.
 
@@ -161,19 +232,16 @@ def history(
     """
     from app.ops import commands
 
-    run_client(commands.history(session_id), socket, url, token_file, cacert, data_dir, as_json)
+    client.run(commands.history(session_id))
 
 
+@client_flags()
 def rewind(
     session_id: Annotated[str, typer.Argument(metavar="SESSION_ID", hidden=True)],
     message_seq: Annotated[int, typer.Argument(metavar="MESSAGE_SEQ", hidden=True)],
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Confirm without asking.")] = False,
-    socket: SocketOpt = None,
-    url: UrlOpt = None,
-    token_file: TokenFileOpt = None,
-    cacert: CacertOpt = None,
-    data_dir: DataDirOpt = None,
-    as_json: JsonOpt = False,
+    *,
+    client: Client,
 ) -> None:
     """Take a session back to before one of its messages.
 
@@ -185,20 +253,17 @@ def rewind(
     from app.ops import commands
 
     command = commands.rewind(session_id, message_seq, yes=yes, stdin=sys.stdin)
-    run_client(command, socket, url, token_file, cacert, data_dir, as_json)
+    client.run(command)
 
 
+@client_flags()
 def usage(
     days: Annotated[
         int | None,
         typer.Option("--days", metavar="N", help="7 or 30 (the kernel's default: 30)."),
     ] = None,
-    socket: SocketOpt = None,
-    url: UrlOpt = None,
-    token_file: TokenFileOpt = None,
-    cacert: CacertOpt = None,
-    data_dir: DataDirOpt = None,
-    as_json: JsonOpt = False,
+    *,
+    client: Client,
 ) -> None:
     """Print token usage over the last 7 or 30 days.
 
@@ -206,48 +271,7 @@ def usage(
     """
     from app.ops import commands
 
-    run_client(commands.usage(days), socket, url, token_file, cacert, data_dir, as_json)
-
-
-def client_target(
-    socket: str | None,
-    url: str | None,
-    token_file: str | None,
-    cacert: str | None,
-    data_dir: str | None,
-) -> Target:
-    """Where a client command finds the kernel: --url, else the Unix socket."""
-    from app.ops.rest import Target, default_socket
-
-    if url is not None and socket is not None:
-        fail("give either --socket or --url, not both")
-    if url is None and (token_file is not None or cacert is not None):
-        fail("--token-file and --cacert need --url")
-    if url is not None and not url.startswith(("http://", "https://")):
-        fail(f"--url: expected http(s)://host:port, got {url!r}")
-    if cacert is not None and not Path(cacert).is_file():
-        fail(f"--cacert: cannot read {cacert}")
-    if url is None:
-        home = None if data_dir is None else Path(data_dir)
-        return Target(socket=Path(socket) if socket else default_socket(home))
-    token = read_token(None if token_file is None else Path(token_file))
-    return Target(url=url.rstrip("/"), token=token, cacert=None if cacert is None else Path(cacert))
-
-
-def run_client(
-    command: Command,
-    socket: str | None,
-    url: str | None,
-    token_file: str | None,
-    cacert: str | None,
-    data_dir: str | None,
-    as_json: bool,
-) -> NoReturn:
-    """Run a thin REST client command and exit with its code."""
-    from app.ops.commands import Console, run
-
-    target = client_target(socket, url, token_file, cacert, data_dir)
-    raise typer.Exit(run(target, command, Console(sys.stdout, sys.stderr, as_json)))
+    client.run(commands.usage(days))
 
 
 def read_token(token_file: Path | None) -> str | None:

@@ -12,23 +12,11 @@ TEXT is the command line's words, or stdin when they are none.
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
-from app.ops.client_cli import (
-    CacertOpt,
-    DataDirOpt,
-    JsonOpt,
-    SocketOpt,
-    TokenFileOpt,
-    UrlOpt,
-    fail,
-    run_client,
-)
-
-if TYPE_CHECKING:
-    from app.ops.commands import Command
+from app.ops.client_cli import Client, client_flags, fail
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 ProjectOpt = Annotated[
@@ -58,18 +46,6 @@ def _text(words: list[str] | None) -> str:
     return text
 
 
-def _run(
-    command: Command,
-    socket: str | None,
-    url: str | None,
-    token_file: str | None,
-    cacert: str | None,
-    data_dir: str | None,
-    as_json: bool = False,
-) -> None:
-    run_client(command, socket, url, token_file, cacert, data_dir, as_json)
-
-
 # ---------------------------------------------------------------------------------------- rules
 
 
@@ -85,66 +61,45 @@ def rules(ctx: typer.Context) -> None:
 
 
 @rules_cli.command("list")
-def rules_list(
-    project: ProjectOpt = None,
-    socket: SocketOpt = None,
-    url: UrlOpt = None,
-    token_file: TokenFileOpt = None,
-    cacert: CacertOpt = None,
-    data_dir: DataDirOpt = None,
-    as_json: JsonOpt = False,
-) -> None:
+@client_flags()
+def rules_list(project: ProjectOpt = None, *, client: Client) -> None:
     """List the global rules, or a project's."""
     from app.ops import context_commands as cc
 
-    _run(cc.rules_list(project), socket, url, token_file, cacert, data_dir, as_json)
+    client.run(cc.rules_list(project))
 
 
 @rules_cli.command("show")
+@client_flags()
 def rules_show(
     rule_id: Annotated[str, typer.Argument(metavar="RULE_ID", hidden=True)],
     project: ProjectOpt = None,
-    socket: SocketOpt = None,
-    url: UrlOpt = None,
-    token_file: TokenFileOpt = None,
-    cacert: CacertOpt = None,
-    data_dir: DataDirOpt = None,
-    as_json: JsonOpt = False,
+    *,
+    client: Client,
 ) -> None:
     """Print a rule: its fields, then its content."""
     from app.ops import context_commands as cc
 
-    _run(cc.rules_show(rule_id, project), socket, url, token_file, cacert, data_dir, as_json)
+    client.run(cc.rules_show(rule_id, project))
 
 
 @rules_cli.command("add")
-def rules_add(
-    text: TextArg = None,
-    project: ProjectOpt = None,
-    socket: SocketOpt = None,
-    url: UrlOpt = None,
-    token_file: TokenFileOpt = None,
-    cacert: CacertOpt = None,
-    data_dir: DataDirOpt = None,
-    as_json: JsonOpt = False,
-) -> None:
+@client_flags()
+def rules_add(text: TextArg = None, project: ProjectOpt = None, *, client: Client) -> None:
     """Add a rule whose content is TEXT (applied always)."""
     from app.ops import context_commands as cc
 
     command = cc.rules_add(project, _text(text))
-    _run(command, socket, url, token_file, cacert, data_dir, as_json)
+    client.run(command)
 
 
 @rules_cli.command("edit")
+@client_flags()
 def rules_edit(
     rule_id: Annotated[str, typer.Argument(metavar="RULE_ID", hidden=True)],
     text: TextArg = None,
-    socket: SocketOpt = None,
-    url: UrlOpt = None,
-    token_file: TokenFileOpt = None,
-    cacert: CacertOpt = None,
-    data_dir: DataDirOpt = None,
-    as_json: JsonOpt = False,
+    *,
+    client: Client,
 ) -> None:
     """Replace a rule's content with TEXT.
 
@@ -153,33 +108,29 @@ def rules_edit(
     from app.ops import context_commands as cc
 
     command = cc.rules_edit(rule_id, _text(text))
-    _run(command, socket, url, token_file, cacert, data_dir, as_json)
+    client.run(command)
 
 
 @rules_cli.command("delete")
+@client_flags(json=False)
 def rules_delete(
     rule_id: Annotated[str, typer.Argument(metavar="RULE_ID", hidden=True)],
-    socket: SocketOpt = None,
-    url: UrlOpt = None,
-    token_file: TokenFileOpt = None,
-    cacert: CacertOpt = None,
-    data_dir: DataDirOpt = None,
+    *,
+    client: Client,
 ) -> None:
     """Delete a rule (a project rule's file is removed)."""
     from app.ops import context_commands as cc
 
-    _run(cc.rules_delete(rule_id), socket, url, token_file, cacert, data_dir)
+    client.run(cc.rules_delete(rule_id))
 
 
 @rules_cli.command("edit-path")
+@client_flags(json=False)
 def rules_edit_path(
     rule_id: Annotated[str | None, typer.Argument(metavar="RULE_ID", hidden=True)] = None,
     project: ProjectOpt = None,
-    socket: SocketOpt = None,
-    url: UrlOpt = None,
-    token_file: TokenFileOpt = None,
-    cacert: CacertOpt = None,
-    data_dir: DataDirOpt = None,
+    *,
+    client: Client,
 ) -> None:
     """Print where to edit rules by hand.
 
@@ -188,7 +139,7 @@ def rules_edit_path(
     """
     from app.ops import context_commands as cc
 
-    _run(cc.rules_edit_path(rule_id, project), socket, url, token_file, cacert, data_dir)
+    client.run(cc.rules_edit_path(rule_id, project))
 
 
 # --------------------------------------------------------------------------------------- memory
@@ -206,108 +157,63 @@ def memory(ctx: typer.Context) -> None:
 
 
 @memory_cli.command("show")
-def memory_show(
-    project: ProjectOpt = None,
-    socket: SocketOpt = None,
-    url: UrlOpt = None,
-    token_file: TokenFileOpt = None,
-    cacert: CacertOpt = None,
-    data_dir: DataDirOpt = None,
-    as_json: JsonOpt = False,
-) -> None:
+@client_flags()
+def memory_show(project: ProjectOpt = None, *, client: Client) -> None:
     """Print the global memory, or a project's."""
     from app.ops import context_commands as cc
 
-    _run(cc.memory_show(project), socket, url, token_file, cacert, data_dir, as_json)
+    client.run(cc.memory_show(project))
 
 
 @memory_cli.command("status")
-def memory_status(
-    socket: SocketOpt = None,
-    url: UrlOpt = None,
-    token_file: TokenFileOpt = None,
-    cacert: CacertOpt = None,
-    data_dir: DataDirOpt = None,
-    as_json: JsonOpt = False,
-) -> None:
+@client_flags()
+def memory_status(*, client: Client) -> None:
     """Print whether memory is given to the model."""
     from app.ops import context_commands as cc
 
-    _run(cc.memory_settings(None), socket, url, token_file, cacert, data_dir, as_json)
+    client.run(cc.memory_settings(None))
 
 
 @memory_cli.command("enable")
-def memory_enable(
-    socket: SocketOpt = None,
-    url: UrlOpt = None,
-    token_file: TokenFileOpt = None,
-    cacert: CacertOpt = None,
-    data_dir: DataDirOpt = None,
-    as_json: JsonOpt = False,
-) -> None:
+@client_flags()
+def memory_enable(*, client: Client) -> None:
     """Give memory to the model."""
     from app.ops import context_commands as cc
 
-    _run(cc.memory_settings(True), socket, url, token_file, cacert, data_dir, as_json)
+    client.run(cc.memory_settings(True))
 
 
 @memory_cli.command("disable")
-def memory_disable(
-    socket: SocketOpt = None,
-    url: UrlOpt = None,
-    token_file: TokenFileOpt = None,
-    cacert: CacertOpt = None,
-    data_dir: DataDirOpt = None,
-    as_json: JsonOpt = False,
-) -> None:
+@client_flags()
+def memory_disable(*, client: Client) -> None:
     """Stop giving memory to the model (the files stay)."""
     from app.ops import context_commands as cc
 
-    _run(cc.memory_settings(False), socket, url, token_file, cacert, data_dir, as_json)
+    client.run(cc.memory_settings(False))
 
 
 @memory_cli.command("set")
-def memory_set(
-    text: TextArg = None,
-    project: ProjectOpt = None,
-    socket: SocketOpt = None,
-    url: UrlOpt = None,
-    token_file: TokenFileOpt = None,
-    cacert: CacertOpt = None,
-    data_dir: DataDirOpt = None,
-    as_json: JsonOpt = False,
-) -> None:
+@client_flags()
+def memory_set(text: TextArg = None, project: ProjectOpt = None, *, client: Client) -> None:
     """Replace the global memory, or a project's, with TEXT."""
     from app.ops import context_commands as cc
 
     command = cc.memory_set(project, _text(text))
-    _run(command, socket, url, token_file, cacert, data_dir, as_json)
+    client.run(command)
 
 
 @memory_cli.command("clear")
-def memory_clear(
-    project: ProjectOpt = None,
-    socket: SocketOpt = None,
-    url: UrlOpt = None,
-    token_file: TokenFileOpt = None,
-    cacert: CacertOpt = None,
-    data_dir: DataDirOpt = None,
-) -> None:
+@client_flags(json=False)
+def memory_clear(project: ProjectOpt = None, *, client: Client) -> None:
     """Empty the global memory, or a project's."""
     from app.ops import context_commands as cc
 
-    _run(cc.memory_clear(project), socket, url, token_file, cacert, data_dir)
+    client.run(cc.memory_clear(project))
 
 
 @memory_cli.command("edit-path")
-def memory_edit_path(
-    project: ProjectOpt = None,
-    socket: SocketOpt = None,
-    url: UrlOpt = None,
-    token_file: TokenFileOpt = None,
-    cacert: CacertOpt = None,
-    data_dir: DataDirOpt = None,
-) -> None:
+@client_flags(json=False)
+def memory_edit_path(project: ProjectOpt = None, *, client: Client) -> None:
     """Print where to edit memory by hand.
 
     The global memory file, or a project's.
@@ -315,7 +221,7 @@ def memory_edit_path(
     """
     from app.ops import context_commands as cc
 
-    _run(cc.memory_edit_path(project), socket, url, token_file, cacert, data_dir)
+    client.run(cc.memory_edit_path(project))
 
 
 # --------------------------------------------------------------------------------------- skills
@@ -336,82 +242,51 @@ def skills(ctx: typer.Context) -> None:
 
 
 @skills_cli.command("list")
-def skills_list(
-    project: ProjectOpt = None,
-    socket: SocketOpt = None,
-    url: UrlOpt = None,
-    token_file: TokenFileOpt = None,
-    cacert: CacertOpt = None,
-    data_dir: DataDirOpt = None,
-    as_json: JsonOpt = False,
-) -> None:
+@client_flags()
+def skills_list(project: ProjectOpt = None, *, client: Client) -> None:
     """List every skill, disabled ones too.
 
     The built-in and global skills; with --project, the project's as well.
     """
     from app.ops import skill_commands as sc
 
-    _run(sc.skills_list(project), socket, url, token_file, cacert, data_dir, as_json)
+    client.run(sc.skills_list(project))
 
 
 @skills_cli.command("show")
-def skills_show(
-    ref: RefArg,
-    project: ProjectOpt = None,
-    socket: SocketOpt = None,
-    url: UrlOpt = None,
-    token_file: TokenFileOpt = None,
-    cacert: CacertOpt = None,
-    data_dir: DataDirOpt = None,
-    as_json: JsonOpt = False,
-) -> None:
+@client_flags()
+def skills_show(ref: RefArg, project: ProjectOpt = None, *, client: Client) -> None:
     """Print a skill's fields."""
     from app.ops import skill_commands as sc
 
-    _run(sc.skills_show(ref, project), socket, url, token_file, cacert, data_dir, as_json)
+    client.run(sc.skills_show(ref, project))
 
 
 @skills_cli.command("enable")
-def skills_enable(
-    ref: RefArg,
-    project: ProjectOpt = None,
-    socket: SocketOpt = None,
-    url: UrlOpt = None,
-    token_file: TokenFileOpt = None,
-    cacert: CacertOpt = None,
-    data_dir: DataDirOpt = None,
-) -> None:
+@client_flags(json=False)
+def skills_enable(ref: RefArg, project: ProjectOpt = None, *, client: Client) -> None:
     """Let the model load a skill."""
     from app.ops import skill_commands as sc
 
-    _run(sc.skills_enable(ref, project, True), socket, url, token_file, cacert, data_dir)
+    client.run(sc.skills_enable(ref, project, True))
 
 
 @skills_cli.command("disable")
-def skills_disable(
-    ref: RefArg,
-    project: ProjectOpt = None,
-    socket: SocketOpt = None,
-    url: UrlOpt = None,
-    token_file: TokenFileOpt = None,
-    cacert: CacertOpt = None,
-    data_dir: DataDirOpt = None,
-) -> None:
+@client_flags(json=False)
+def skills_disable(ref: RefArg, project: ProjectOpt = None, *, client: Client) -> None:
     """Keep a skill from the model (its files stay)."""
     from app.ops import skill_commands as sc
 
-    _run(sc.skills_enable(ref, project, False), socket, url, token_file, cacert, data_dir)
+    client.run(sc.skills_enable(ref, project, False))
 
 
 @skills_cli.command("edit-path")
+@client_flags(json=False)
 def skills_edit_path(
     ref: Annotated[str | None, typer.Argument(metavar="REF", hidden=True)] = None,
     project: ProjectOpt = None,
-    socket: SocketOpt = None,
-    url: UrlOpt = None,
-    token_file: TokenFileOpt = None,
-    cacert: CacertOpt = None,
-    data_dir: DataDirOpt = None,
+    *,
+    client: Client,
 ) -> None:
     """Print where to edit skills by hand.
 
@@ -420,4 +295,4 @@ def skills_edit_path(
     """
     from app.ops import skill_commands as sc
 
-    _run(sc.skills_edit_path(ref, project), socket, url, token_file, cacert, data_dir)
+    client.run(sc.skills_edit_path(ref, project))

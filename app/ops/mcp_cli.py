@@ -17,16 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from app.ops.client_cli import (
-    CacertOpt,
-    DataDirOpt,
-    JsonOpt,
-    SocketOpt,
-    TokenFileOpt,
-    UrlOpt,
-    fail,
-    run_client,
-)
+from app.ops.client_cli import Client, client_flags, fail
 
 if TYPE_CHECKING:
     from app.ops.commands import Command, Console
@@ -90,39 +81,25 @@ def mcp(ctx: typer.Context) -> None:
 
 
 @mcp_cli.command("list")
-def mcp_list(
-    socket: SocketOpt = None,
-    url: UrlOpt = None,
-    token_file: TokenFileOpt = None,
-    cacert: CacertOpt = None,
-    data_dir: DataDirOpt = None,
-    as_json: JsonOpt = False,
-) -> None:
+@client_flags()
+def mcp_list(*, client: Client) -> None:
     """Each configured server's state, tools, restarts and last error."""
-    run_client(statuses(), socket, url, token_file, cacert, data_dir, as_json)
+    client.run(statuses())
 
 
 @mcp_cli.command("show")
-def mcp_show(
-    socket: SocketOpt = None,
-    url: UrlOpt = None,
-    token_file: TokenFileOpt = None,
-    cacert: CacertOpt = None,
-    data_dir: DataDirOpt = None,
-) -> None:
+@client_flags(json=False)
+def mcp_show(*, client: Client) -> None:
     """The configuration as JSON; secrets show as `has_token` and `********`."""
-    run_client(show(), socket, url, token_file, cacert, data_dir, True)
+    client.run(show())
 
 
 @mcp_cli.command("apply")
+@client_flags()
 def mcp_apply(
     file: Annotated[Path, typer.Argument(metavar="FILE", hidden=True)],
-    socket: SocketOpt = None,
-    url: UrlOpt = None,
-    token_file: TokenFileOpt = None,
-    cacert: CacertOpt = None,
-    data_dir: DataDirOpt = None,
-    as_json: JsonOpt = False,
+    *,
+    client: Client,
 ) -> None:
     """Replace the configuration with FILE (`{"servers": [...]}`, as `foya mcp show` prints it).
 
@@ -133,4 +110,4 @@ def mcp_apply(
         config = json.loads(file.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         fail(f"{file}: cannot read a JSON configuration ({exc})")
-    run_client(apply(config), socket, url, token_file, cacert, data_dir, as_json)
+    client.run(apply(config))

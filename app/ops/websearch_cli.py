@@ -17,16 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from app.ops.client_cli import (
-    CacertOpt,
-    DataDirOpt,
-    JsonOpt,
-    SocketOpt,
-    TokenFileOpt,
-    UrlOpt,
-    fail,
-    run_client,
-)
+from app.ops.client_cli import Client, client_flags, fail
 
 if TYPE_CHECKING:
     from app.ops.commands import Command, Console
@@ -47,50 +38,38 @@ def web_search(ctx: typer.Context) -> None:
 
 
 @web_search_cli.command()
-def show(
-    socket: SocketOpt = None,
-    url: UrlOpt = None,
-    token_file: TokenFileOpt = None,
-    cacert: CacertOpt = None,
-    data_dir: DataDirOpt = None,
-    as_json: JsonOpt = False,
-) -> None:
+@client_flags()
+def show(*, client: Client) -> None:
     """Print the settings: whether search is on, and each provider (keys never shown)."""
-    run_client(_show, socket, url, token_file, cacert, data_dir, as_json)
+    client.run(_show)
 
 
 @web_search_cli.command()
+@client_flags()
 def test(
     query: Annotated[list[str], typer.Argument(metavar="QUERY…")],
     provider: Annotated[
         str | None,
         typer.Option("--provider", metavar="ID", help="A provider other than the default."),
     ] = None,
-    socket: SocketOpt = None,
-    url: UrlOpt = None,
-    token_file: TokenFileOpt = None,
-    cacert: CacertOpt = None,
-    data_dir: DataDirOpt = None,
-    as_json: JsonOpt = False,
+    *,
+    client: Client,
 ) -> None:
     """Search once with the default provider and print what it found."""
     text = " ".join(query).strip()
     if not text:
         fail("give a QUERY")
-    run_client(_test(text, provider), socket, url, token_file, cacert, data_dir, as_json)
+    client.run(_test(text, provider))
 
 
 @web_search_cli.command("set-google")
+@client_flags()
 def set_google(
     provider_id: Annotated[str, typer.Argument(metavar="ID")],
     cx: Annotated[str, typer.Argument(metavar="CX", help="The search engine id.")],
     api_key: Annotated[str, typer.Argument(metavar="API_KEY", help="`-` reads it from stdin.")],
-    socket: SocketOpt = None,
-    url: UrlOpt = None,
-    token_file: TokenFileOpt = None,
-    cacert: CacertOpt = None,
-    data_dir: DataDirOpt = None,
-    as_json: JsonOpt = False,
+    *,
+    client: Client,
 ) -> None:
     """Use Google Custom Search, and only it."""
     provider = {
@@ -101,23 +80,20 @@ def set_google(
         "search_engine_id": cx,
         "api_key": _key(api_key),
     }
-    run_client(_only(provider), socket, url, token_file, cacert, data_dir, as_json)
+    client.run(_only(provider))
 
 
 @web_search_cli.command("set-searxng")
+@client_flags()
 def set_searxng(
     provider_id: Annotated[str, typer.Argument(metavar="ID")],
     endpoint: Annotated[str, typer.Argument(metavar="ENDPOINT", help="The instance's URL.")],
-    socket: SocketOpt = None,
-    url: UrlOpt = None,
-    token_file: TokenFileOpt = None,
-    cacert: CacertOpt = None,
-    data_dir: DataDirOpt = None,
-    as_json: JsonOpt = False,
+    *,
+    client: Client,
 ) -> None:
     """Use a SearXNG instance (its JSON API), and only it."""
     provider = {"id": provider_id, "kind": "searxng", "enabled": True, "endpoint": endpoint}
-    run_client(_only(provider), socket, url, token_file, cacert, data_dir, as_json)
+    client.run(_only(provider))
 
 
 def _key(value: str) -> str:

@@ -24,9 +24,9 @@ import os
 import re
 import time
 import warnings
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import anyio
 import httpx2
@@ -45,6 +45,7 @@ BACKOFF_FIRST = 0.5
 BACKOFF_MAX = 30.0
 STABLE_AFTER = 60.0  # connected this long, a later failure starts the backoff over
 PAGE_CAP = 50
+Page = TypeVar("Page", bound=types.PaginatedResult)
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
 
 State = Literal["disabled", "disconnected", "connecting", "connected", "error"]
@@ -214,14 +215,7 @@ class Link:
 
 
 async def _list(client: Client) -> Listing:
-    listing = Listing()
-    cursor: str | None = None
-    for _ in range(PAGE_CAP):
-        page = await client.list_tools(cursor=cursor)
-        listing.tools += page.tools
-        cursor = page.next_cursor
-        if not cursor:
-            break
+    listing = Listing([t for page in await _pages(client.list_tools) for t in page.tools])
     capabilities = client.server_capabilities
     if capabilities.resources is not None:
         listing.resources = len(await resources(client))
@@ -232,28 +226,24 @@ async def _list(client: Client) -> Listing:
 
 async def resources(client: Client) -> list[types.Resource]:
     """Every resource the server lists (page by page, at most `PAGE_CAP` pages)."""
-    out: list[types.Resource] = []
-    cursor: str | None = None
-    for _ in range(PAGE_CAP):
-        page = await client.list_resources(cursor=cursor)
-        out += page.resources
-        cursor = page.next_cursor
-        if not cursor:
-            break
-    return out
+    return [r for page in await _pages(client.list_resources) for r in page.resources]
 
 
 async def prompts(client: Client) -> list[types.Prompt]:
     """Every prompt the server lists (page by page, at most `PAGE_CAP` pages)."""
-    out: list[types.Prompt] = []
+    return [p for page in await _pages(client.list_prompts) for p in page.prompts]
+
+
+async def _pages(list_page: Callable[..., Awaitable[Page]]) -> list[Page]:
+    """The pages `list_page(cursor=…)` gives, following `next_cursor` (at most `PAGE_CAP`)."""
+    pages: list[Page] = []
     cursor: str | None = None
     for _ in range(PAGE_CAP):
-        page = await client.list_prompts(cursor=cursor)
-        out += page.prompts
-        cursor = page.next_cursor
+        pages.append(await list_page(cursor=cursor))
+        cursor = pages[-1].next_cursor
         if not cursor:
             break
-    return out
+    return pages
 
 
 async def _ping(client: Client) -> None:

@@ -15,6 +15,8 @@ not answer in time; `BadRequest` 400 when `server_id` (or `uri`, `name`) is miss
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import importlib
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -74,13 +76,23 @@ class McpService:
         self.links: dict[str, Link] = {}
         self._installed: set[str] = set()
         self._lock = asyncio.Lock()
+        self._starting: asyncio.Task[None] | None = None
 
     def start(self) -> None:
-        """Load the configuration and start every enabled server (without waiting for any)."""
+        """Load the configuration (a broken file refuses the start) and connect every enabled
+        server in the background."""
         self.config = store.load(self.root)
-        for server in self._servers():
-            if server.enabled:
-                self._start(server)
+        if any(server.enabled for server in self._servers()):
+            self._starting = asyncio.create_task(self._start_enabled())
+
+    async def _start_enabled(self) -> None:
+        # The SDK's first import takes ~0.3 s: in a thread, so that serving goes on meanwhile.
+        await asyncio.to_thread(importlib.import_module, "app.kernel.mcp.link")
+        async with self._lock:
+            for server in self._servers():
+                if server.enabled and server.id not in self.links:
+                    self._start(server)
+            self._sync()
 
     async def set_plugin_servers(self, servers: list[ServerConfig]) -> None:
         """The enabled plugins' servers changed (app.kernel.plugins): stop the ones that went
@@ -92,6 +104,11 @@ class McpService:
 
     async def stop(self) -> None:
         """Close every server; their tools leave the table."""
+        if self._starting is not None:
+            self._starting.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._starting
+            self._starting = None
         links, self.links = list(self.links.values()), {}
         await asyncio.gather(*(link.stop() for link in links))
         self._sync()

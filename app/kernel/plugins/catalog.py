@@ -30,7 +30,7 @@ from pydantic import BaseModel, ValidationError
 
 from app.kernel.plugins import git
 from app.kernel.plugins.manifest import valid_name
-from app.kernel.plugins.models import Author, MarketplacePlugin, Problem
+from app.kernel.plugins.models import Author, EntryInfo, MarketplacePlugin, Problem
 from app.kernel.plugins.tree import read_limited, resolved_inside
 
 MAX_CATALOG_BYTES = 4 * 1024 * 1024
@@ -49,17 +49,7 @@ class _Metadata(BaseModel):
     pluginRoot: str | None = None  # the catalog's own spelling
 
 
-class _Entry(BaseModel):
-    name: str | None = None
-    description: str | None = None
-    version: str | None = None
-    author: Author | None = None
-    homepage: str | None = None
-    repository: str | None = None
-    license: str | None = None
-    keywords: list[str] | None = None
-    category: str | None = None
-    tags: list[str] | None = None
+class _Entry(EntryInfo):
     source: Any = None
 
 

@@ -132,10 +132,10 @@ class MarketplaceSummary(BaseModel):
     enabled: bool
 
 
-class MarketplacePlugin(BaseModel):
-    """One entry of a marketplace catalog, and whether it is installed."""
+class EntryInfo(BaseModel):
+    """What a marketplace catalog says of a plugin, as read (catalog._Entry) and as served."""
 
-    name: str
+    name: str | None = None
     description: str | None = None
     version: str | None = None
     author: Author | None = None
@@ -145,6 +145,12 @@ class MarketplacePlugin(BaseModel):
     keywords: list[str] | None = None
     category: str | None = None
     tags: list[str] | None = None
+
+
+class MarketplacePlugin(EntryInfo):
+    """One entry of a marketplace catalog, and whether it is installed."""
+
+    name: str
     source: str = ""
     installable: bool = False
     reason: str | None = None
