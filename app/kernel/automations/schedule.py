@@ -26,12 +26,6 @@ import os
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from croniter import (  # type: ignore[import-untyped]
-    CroniterBadDateError,
-    CroniterError,
-    croniter,
-)
-
 from app.kernel.automations.errors import InvalidAutomation
 
 LOCAL = "Local"
@@ -91,6 +85,9 @@ class Schedule:
                 "cron: five fields are needed (minute hour day-of-month month day-of-week)"
             )
         self.zone = zone(timezone or LOCAL)
+        # Imported here: a kernel without automations does not pay croniter's ~20 ms.
+        from croniter import CroniterError, croniter  # type: ignore[import-untyped]
+
         try:
             self._iter: Any = croniter(expression, dt.datetime.now(self.zone))
         except CroniterError as exc:
@@ -105,6 +102,8 @@ class Schedule:
     def next_after(self, instant: dt.datetime) -> dt.datetime | None:
         """The first due time strictly after `instant` (aware), in UTC; None if there is none
         within croniter's search window (50 years)."""
+        from croniter import CroniterBadDateError
+
         start = instant.astimezone(self.zone)
         for _ in range(MAX_SKIPS):
             try:
