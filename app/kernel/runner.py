@@ -270,6 +270,7 @@ class Turns:
         """The session is gone: drop what is kept of it."""
         self.activities.forget(session)
         self.queues.drop(session)
+        self.tool_runner.activated.pop(session, None)  # deferred tools it found
 
     async def stop_all(self) -> None:
         self.titles.cancel_all()
