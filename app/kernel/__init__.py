@@ -29,6 +29,7 @@ from app.kernel.hooks import Hooks
 from app.kernel.ids import now_ns
 from app.kernel.inputs import SessionArtifacts
 from app.kernel.interactions import AskUser, BrowserActions, Questions, browser_tools
+from app.kernel.lifecycle import cancel_and_wait
 from app.kernel.maintenance import Maintenance
 from app.kernel.mcp import McpService, ServerConfig, Timeouts, ToolSearch, approver, control_tools
 from app.kernel.plugins import Plugins
@@ -286,10 +287,7 @@ class Kernel:
         """Release what `start` opened."""
         await self.automations.close()  # runs still followed are recorded `cancelled`
         await self.agents.stop()
-        if self._loop_lag is not None:
-            self._loop_lag.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._loop_lag
+        await cancel_and_wait(self._loop_lag)
         await self.maintenance.stop()
         await self.memory_keeper.stop()
         await self.terminals.stop_all()  # in-process use, where no begin_shutdown came first

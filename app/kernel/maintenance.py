@@ -9,10 +9,10 @@ and a prune of a large history would otherwise delay the first answer."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Awaitable, Callable
 
+from app.kernel.lifecycle import cancel_and_wait
 from app.logs import get_logger
 from app.store import Store
 from app.store.history import REMOVE_SESSION_FILES
@@ -41,11 +41,8 @@ class Maintenance:
             self._task = asyncio.create_task(self._loop(), name="maintenance")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
 
     async def run_due(self, now_ns: int | None = None) -> int:
         """Run every job due at `now_ns` (default: now); return how many succeeded."""

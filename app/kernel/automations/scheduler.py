@@ -8,11 +8,11 @@ the service's rule (`Automations._fire_due`); this module only decides when pass
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import datetime as dt
 from collections.abc import Awaitable, Callable
 
 from app.kernel.automations.clock import Clock
+from app.kernel.lifecycle import cancel_and_wait
 from app.logs import get_logger
 
 MAX_NAP = 60.0  # seconds the scheduler sleeps at most before it looks at the clock again
@@ -40,11 +40,8 @@ class Scheduler:
             self._task = asyncio.create_task(self._loop(), name="automations")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
 
     def wake(self) -> None:
         """Ask for a pass now (never waits; wakes coalesce)."""

@@ -15,7 +15,6 @@ not answer in time; `BadRequest` 400 when `server_id` (or `uri`, `name`) is miss
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import importlib
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from app.errors import BadRequest, FoyaError, NotFound
+from app.kernel.lifecycle import cancel_and_wait
 from app.kernel.mcp import store
 from app.kernel.mcp.common import NotConnected, Timeouts
 from app.kernel.mcp.config import McpConfig, ServerConfig, merged, public
@@ -104,11 +104,8 @@ class McpService:
 
     async def stop(self) -> None:
         """Close every server; their tools leave the table."""
-        if self._starting is not None:
-            self._starting.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._starting
-            self._starting = None
+        await cancel_and_wait(self._starting)
+        self._starting = None
         links, self.links = list(self.links.values()), {}
         await asyncio.gather(*(link.stop() for link in links))
         self._sync()

@@ -43,6 +43,7 @@ from app.errors import FoyaError
 from app.files import write_json_atomic
 from app.kernel.connections import Connections
 from app.kernel.ids import iso_now
+from app.kernel.lifecycle import cancel_and_wait
 from app.kernel.projects import ProjectNotFound
 from app.kernel.providers import Providers
 from app.kernel.usercontext.items import MAX_MEMORY_CHARS, Memory
@@ -139,11 +140,8 @@ class MemoryKeeper:
 
     async def stop(self) -> None:
         """Cancel the task and a pass in flight (its watermark stays where it was)."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
 
     async def _loop(self) -> None:
         ready_at = time.monotonic()
