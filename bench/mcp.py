@@ -77,8 +77,14 @@ async def calls(rounds: int, work: str) -> dict[str, Any]:
         cwd = kernel.sessions.workspace(row)
         runner = kernel.turns.tool_runner
         tool = runner.tools["mcp__b__echo"]
-        ctx = ToolContext(cwd, kernel.settings.data_dir, session=session["id"], run_id="bench")
         emit = emitter(kernel.sessions, Run(session["id"], run_id="bench"))
+        ctx = ToolContext(
+            cwd,
+            kernel.settings.data_dir,
+            session=session["id"],
+            run_id="bench",
+            approve=runner.approval(row, emit),
+        )
         direct_params = StdioServerParameters(command=sys.executable, args=[str(SERVER), "stdio"])
         times: dict[str, list[int]] = {"direct": [], "tool": [], "step": []}
         async with Client(direct_params, mode="legacy", cache=None) as client:

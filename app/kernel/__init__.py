@@ -31,7 +31,7 @@ from app.kernel.inputs import SessionArtifacts
 from app.kernel.interactions import AskUser, BrowserActions, Questions, browser_tools
 from app.kernel.lifecycle import cancel_and_wait
 from app.kernel.maintenance import Maintenance
-from app.kernel.mcp import McpService, ServerConfig, Timeouts, ToolSearch, approver, control_tools
+from app.kernel.mcp import McpService, ServerConfig, Timeouts, ToolSearch, control_tools
 from app.kernel.plugins import Plugins
 from app.kernel.projects import Projects
 from app.kernel.providers import Providers
@@ -164,9 +164,7 @@ class Kernel:
         self.questions = Questions(self.sessions)
         self.browser_actions = BrowserActions(self.sessions, settings.browser_action_timeout)
         self.turns.tool_runner.tools["ask_user"] = AskUser(self.questions)
-        self.turns.tool_runner.tools.update(
-            browser_tools(self.browser_actions, self.approvals, self.providers, self.sessions)
-        )
+        self.turns.tool_runner.tools.update(browser_tools(self.browser_actions))
         # MCP servers: their tools come and go in the tool table; tool_search finds deferred ones.
         self.mcp = McpService(
             home / ".foya",
@@ -175,15 +173,12 @@ class Kernel:
             ),
             settings.mcp_registry_url,
             self.turns.tool_runner.tools,
-            approver(self.approvals, self.providers, self.sessions),
         )
         self.turns.tool_runner.tools["tool_search"] = ToolSearch(self.turns.tool_runner)
         self.turns.tool_runner.tools.update((t.name, t) for t in control_tools(self.mcp))
         # web_search and web_fetch, and the /web-search settings behind them.
         self.web = WebSearch(settings.data_dir, settings.web_fetch_allow_hosts)
-        self.turns.tool_runner.tools.update(
-            web_tools(self.web, self.approvals, self.providers, self.sessions)
-        )
+        self.turns.tool_runner.tools.update(web_tools(self.web))
         self.artifacts = SessionArtifacts(self.sessions)
         self.terminals = Terminals(
             self.sessions,

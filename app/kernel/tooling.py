@@ -33,7 +33,7 @@ from typing import Any
 from app import events as k
 from app.errors import FoyaError
 from app.events import Message
-from app.kernel.approvals import Approvals, Ask
+from app.kernel.approvals import Approvals, Ask, Decision
 from app.kernel.filestate import roll_back
 from app.kernel.ids import iso_now, new_id
 from app.kernel.loopguard import LoopGuard, call_signature, gate_text
@@ -132,6 +132,19 @@ class ToolRunner:
             if allowed is not None:
                 tools = {name: tool for name, tool in tools.items() if name in allowed}
         return tools
+
+    def approval(self, row: dict[str, Any], emit: Emit) -> Callable[[Ask], Awaitable[Decision]]:
+        """How a call of session `row` asks for approval: its mode, hooks and guardian."""
+
+        async def approve(ask: Ask) -> Decision:
+            return await self.approvals.check(
+                row["approval_mode"],
+                ask,
+                emit,
+                lambda a: self.providers.guardian(row, GUARDIAN_PROMPT, a),
+            )
+
+        return approve
 
     def activate(self, session: str, names: Collection[str]) -> None:
         """Offer these deferred tools to `session` from its next step on."""
@@ -283,6 +296,7 @@ class ToolRunner:
             return ToolResult(f"unknown tool {call['name']!r}", is_error=True)
         if call.get("invalid"):
             return ToolResult("the tool arguments are not a JSON object", is_error=True)
+        approve = self.approval(row, step.emit)
         ctx = ToolContext(
             cwd,
             self.trash,
@@ -292,6 +306,7 @@ class ToolRunner:
             step.run_id,
             call["id"],
             step.emit,
+            approve,
         )
         args = call["input"]
         try:
@@ -304,13 +319,7 @@ class ToolRunner:
                 str(resource) if resource else None,
                 resource is not None and not inside(resource, cwd),
             )
-            decision = await self.approvals.check(
-                row["approval_mode"],
-                ask,
-                step.emit,
-                lambda a: self.providers.guardian(row, GUARDIAN_PROMPT, a),
-            )
-            if decision == "denied":
+            if await approve(ask) == "denied":
                 return ToolResult("The user denied this tool call.", is_error=True)
             task = asyncio.create_task(tool.run(args, ctx))
             step.running[call["id"]] = task

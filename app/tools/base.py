@@ -64,12 +64,22 @@ async def _no_emit(kind: str, payload: Any) -> None:
     return None
 
 
+async def _no_approval(ask: Any) -> str:
+    return "denied"  # only the kernel's tool runner grants anything
+
+
+#: Ask for approval of a call (an `app.kernel.approvals.Ask`); answers the decision.
+Approve = Callable[[Any], Awaitable[str]]
+
+
 @dataclass(frozen=True)
 class ToolContext:
     """Where a tool runs: the session's working directory, the kernel's trash, where a file
     tool announces a change before making it (awaited: durable when it returns), the
     session's project (None for a managed workspace), and which call of which turn of which
-    session this is, with `emit` for the events a kernel tool records (questions, sub-agents)."""
+    session this is, with `emit` for the events a kernel tool records (questions, sub-agents)
+    and `approve` for a tool that asks for approval itself, once it knows what it will reach
+    (browser, web, MCP): through the session's mode, hooks and guardian, like every call."""
 
     cwd: Path
     trash: Path
@@ -79,6 +89,7 @@ class ToolContext:
     run_id: str = ""
     call_id: str = ""
     emit: Emit = _no_emit
+    approve: Approve = _no_approval
 
 
 class Tool(Protocol):

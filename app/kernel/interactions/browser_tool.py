@@ -17,13 +17,10 @@ import json
 from pathlib import Path
 from typing import Any, cast
 
-from app.kernel.approvals import Approvals, Ask
+from app.kernel.approvals import Ask
 from app.kernel.ids import iso_now, new_id
 from app.kernel.interactions.browser import ActionFields, ActionRequest, BrowserActions, Outcome
 from app.kernel.interactions.waiting import Ended
-from app.kernel.providers import Providers
-from app.kernel.sessions import Sessions
-from app.kernel.tooling import GUARDIAN_PROMPT
 from app.tools import ToolError, ToolResult
 from app.tools.base import Action, ToolContext
 
@@ -106,17 +103,8 @@ class BrowserTool:
     parameters: dict[str, Any] = object_schema({})
     approval: str | None = None  # the approval action it needs, if any
 
-    def __init__(
-        self,
-        actions: BrowserActions,
-        approvals: Approvals,
-        providers: Providers,
-        sessions: Sessions,
-    ) -> None:
+    def __init__(self, actions: BrowserActions) -> None:
         self.actions = actions
-        self.approvals = approvals
-        self.providers = providers
-        self.sessions = sessions
         self.name = f"browser_{self.kind}"
 
     def action(self, args: dict[str, Any]) -> Action:
@@ -154,13 +142,6 @@ class BrowserTool:
             detail, resource = f"Browser access: {request['url']}", request["url"]
         else:
             detail, resource = f"Control built-in browser: {self.kind}", ctx.session
-        row = await self.sessions.row(ctx.session)
         ask = Ask(ctx.session, self.name, self.approval, detail, resource, False, "browser")
-        decision = await self.approvals.check(
-            row["approval_mode"],
-            ask,
-            ctx.emit,
-            lambda a: self.providers.guardian(row, GUARDIAN_PROMPT, a),
-        )
-        if decision == "denied":
+        if await ctx.approve(ask) == "denied":
             raise ToolError("user denied browser action")

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.kernel.approvals import Approvals
 from app.kernel.interactions.browser import ActionFields, BrowserActions, clean_url
 from app.kernel.interactions.browser_tool import (
     DIRECTIONS,
@@ -22,8 +21,6 @@ from app.kernel.interactions.browser_tool import (
     text_arg,
     wait_ms,
 )
-from app.kernel.providers import Providers
-from app.kernel.sessions import Sessions
 from app.tools import Tool, ToolError
 
 
@@ -222,10 +219,8 @@ class Screenshot(BrowserTool):
         return only_given(ActionFields(full_page=bool(arg(args, "full_page", bool))))
 
 
-def browser_tools(
-    actions: BrowserActions, approvals: Approvals, providers: Providers, sessions: Sessions
-) -> dict[str, Tool]:
+def browser_tools(actions: BrowserActions) -> dict[str, Tool]:
     """The browser tools by name."""
     kinds = (Navigate, Snapshot, Click, TypeText, PressKey, Wait, Scroll, Extract, Screenshot)
-    tools = [kind(actions, approvals, providers, sessions) for kind in kinds]
+    tools = [kind(actions) for kind in kinds]
     return {tool.name: tool for tool in tools}

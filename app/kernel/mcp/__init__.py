@@ -6,7 +6,7 @@ tools the model sees, with `tool_search` for deferred tools (`tools`), and the p
 from app.kernel.mcp.common import Timeouts
 from app.kernel.mcp.config import McpConfig, ServerConfig
 from app.kernel.mcp.service import McpService
-from app.kernel.mcp.tools import ToolSearch, approver, control_tools
+from app.kernel.mcp.tools import ToolSearch, control_tools
 
 __all__ = [
     "McpConfig",
@@ -14,6 +14,5 @@ __all__ = [
     "ServerConfig",
     "Timeouts",
     "ToolSearch",
-    "approver",
     "control_tools",
 ]

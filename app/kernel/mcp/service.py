@@ -27,7 +27,7 @@ from app.kernel.lifecycle import cancel_and_wait
 from app.kernel.mcp import store
 from app.kernel.mcp.common import NotConnected, Timeouts
 from app.kernel.mcp.config import McpConfig, ServerConfig, merged, public
-from app.kernel.mcp.tools import Approve, ServerTool, tool_name
+from app.kernel.mcp.tools import ServerTool, tool_name
 from app.tools import Tool
 
 if TYPE_CHECKING:  # the SDK is imported once it is needed (app.kernel.mcp.common)
@@ -64,13 +64,11 @@ class McpService:
         timeouts: Timeouts,
         registry_url: str,
         tools: dict[str, Tool],
-        approve: Approve,
     ) -> None:
         self.root = root
         self.timeouts = timeouts
         self.registry_url = registry_url
         self.tools = tools
-        self.approve = approve
         self.config = McpConfig()
         self.plugin_servers: list[ServerConfig] = []  # enabled plugins' (never in mcp.json)
         self.links: dict[str, Link] = {}

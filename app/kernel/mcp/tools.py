@@ -17,11 +17,9 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app.kernel.approvals import Approvals, Ask, Decision
+from app.kernel.approvals import Ask
 from app.kernel.mcp.common import NotConnected
-from app.kernel.providers import Providers
-from app.kernel.sessions import Sessions
-from app.kernel.tooling import GUARDIAN_PROMPT, ToolRunner, exposure
+from app.kernel.tooling import ToolRunner, exposure
 from app.tools import ToolError, ToolResult
 from app.tools.base import Action, ToolContext
 
@@ -31,22 +29,6 @@ if TYPE_CHECKING:
     from app.kernel.mcp.service import McpService
 
 #: Decide an `Ask` in the session's approval mode (emitting through the call's context).
-Approve = Callable[[Ask, ToolContext], Awaitable[Decision]]
-
-
-def approver(approvals: Approvals, providers: Providers, sessions: Sessions) -> Approve:
-    """`Approve` through the session's approval mode, its hooks and guardian."""
-
-    async def approve(ask: Ask, ctx: ToolContext) -> Decision:
-        row = await sessions.row(ctx.session)
-        return await approvals.check(
-            row["approval_mode"],
-            ask,
-            ctx.emit,
-            lambda a: providers.guardian(row, GUARDIAN_PROMPT, a),
-        )
-
-    return approve
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
@@ -96,7 +78,7 @@ class ServerTool:
         shown = json.dumps(args, ensure_ascii=False)
         detail = f"Call MCP tool {self.server_id}/{self.remote} with {shown}"[:2000]
         ask = Ask(ctx.session, self.name, action, detail, self.remote, False)
-        if await self.service.approve(ask, ctx) == "denied":
+        if await ctx.approve(ask) == "denied":
             raise ToolError("user denied MCP tool execution")
         try:
             result: types.CallToolResult = await link.call(

@@ -18,10 +18,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from app.kernel.approvals import Approvals, Ask
-from app.kernel.providers import Providers
-from app.kernel.sessions import Sessions
-from app.kernel.tooling import GUARDIAN_PROMPT
+from app.kernel.approvals import Ask
 from app.kernel.web.errors import FetchError, SearchFailed
 from app.kernel.web.search import WebSearch
 from app.tools import Tool, ToolError, ToolResult
@@ -36,13 +33,8 @@ class _WebTool:
     name = ""
     parallel = True
 
-    def __init__(
-        self, web: WebSearch, approvals: Approvals, providers: Providers, sessions: Sessions
-    ) -> None:
+    def __init__(self, web: WebSearch) -> None:
         self.web = web
-        self.approvals = approvals
-        self.providers = providers
-        self.sessions = sessions
 
     def action(self, args: dict[str, Any]) -> Action:
         return "read"  # approval is asked in `run`, as action `network`
@@ -51,15 +43,8 @@ class _WebTool:
         return None
 
     async def _approve(self, ctx: ToolContext, detail: str, resource: str, what: str) -> None:
-        row = await self.sessions.row(ctx.session)
         ask = Ask(ctx.session, self.name, "network", detail, resource, False, "internet")
-        decision = await self.approvals.check(
-            row["approval_mode"],
-            ask,
-            ctx.emit,
-            lambda a: self.providers.guardian(row, GUARDIAN_PROMPT, a),
-        )
-        if decision == "denied":
+        if await ctx.approve(ask) == "denied":
             raise ToolError(f"user denied {what}")
 
 
@@ -108,12 +93,7 @@ class WebFetchTool(_WebTool):
             raise ToolError(str(exc)) from None
 
 
-def web_tools(
-    web: WebSearch, approvals: Approvals, providers: Providers, sessions: Sessions
-) -> dict[str, Tool]:
+def web_tools(web: WebSearch) -> dict[str, Tool]:
     """`web_search` and `web_fetch`, by name."""
-    tools: list[Tool] = [
-        WebSearchTool(web, approvals, providers, sessions),
-        WebFetchTool(web, approvals, providers, sessions),
-    ]
+    tools: list[Tool] = [WebSearchTool(web), WebFetchTool(web)]
     return {tool.name: tool for tool in tools}
