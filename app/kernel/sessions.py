@@ -227,6 +227,11 @@ class Sessions:
         elif "model" not in columns:
             models = self.connections.get(columns["connection_id"]).get("models") or [""]
             columns["model"] = str(models[0])
+        return await self.get(await self.insert(columns))
+
+    async def insert(self, columns: dict[str, Any]) -> str:
+        """Store a new session row from `columns` (idle, manual approvals unless they say
+        otherwise; a managed workspace of its own without a project); its id."""
         stamp = now_ns()
         row = {
             "id": new_id(),
@@ -238,10 +243,11 @@ class Sessions:
             "updated_at_ns": stamp,
         }
         if not row.get("project_id"):
-            row["workspace"] = str(self.workspaces / row["id"])
-            Path(row["workspace"]).mkdir(parents=True, exist_ok=True, mode=0o700)
+            workspace = self.workspaces / row["id"]
+            row["workspace"] = str(workspace)
+            await asyncio.to_thread(workspace.mkdir, parents=True, exist_ok=True, mode=0o700)
         await self.store.create_session(row)
-        return await self.get(row["id"])
+        return str(row["id"])
 
     async def update(self, session: str, fields: dict[str, Any]) -> Session:
         """Apply a PATCH; stores and must-delivers `session_updated`."""

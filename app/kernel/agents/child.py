@@ -21,7 +21,6 @@ import contextlib
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
 
 from app import events as k
@@ -31,7 +30,6 @@ from app.events import Event
 from app.kernel.agents.definitions import WORKER, Definition
 from app.kernel.agents.runs import AgentRun
 from app.kernel.emit import topic
-from app.kernel.ids import new_id, now_ns
 from app.kernel.inputs import TurnInput
 from app.kernel.runner import Turns
 from app.kernel.sessions import Sessions
@@ -89,39 +87,28 @@ class Children:
 
     async def create(self, parent: dict[str, Any], run: AgentRun, definition: Definition) -> str:
         """A new child session of `parent` for `run`; its id."""
-        stamp = now_ns()
-        child = new_id()
         spawned_by = {
             "parent_run_id": run.root_run_id,
             "parent_tool_call_id": run.parent_tool_call_id,
         }
-        row: dict[str, Any] = {
-            "id": child,
-            "parent_id": parent["id"],
-            "spawned_by_json": json.dumps(spawned_by),
-            "agent_ref": definition.ref,
-            "agent_name": definition.name,
-            "agent_digest": definition.digest,
-            "agent_instructions": definition.body,
-            "allowed_tools_json": json.dumps(list(definition.tools or WORKER.tools)),
-            "agent_max_turns": definition.max_turns or DEFAULT_MAX_TURNS,
-            "phase": "idle",
-            "connection_id": parent["connection_id"],
-            "model": definition.model or parent["model"],
-            "reasoning_effort": parent["reasoning_effort"],
-            "project_id": parent["project_id"],
-            "approval_mode": parent["approval_mode"],
-            "title": title(definition.name, run.task),
-            "title_is_manual": 0,
-            "created_at_ns": stamp,
-            "updated_at_ns": stamp,
-        }
-        if not parent["project_id"]:
-            workspace = self.sessions.workspaces / child
-            row["workspace"] = str(workspace)
-            await asyncio.to_thread(_make_private_dir, workspace)
-        await self.store.create_session(row)
-        return child
+        return await self.sessions.insert(
+            {
+                "parent_id": parent["id"],
+                "spawned_by_json": json.dumps(spawned_by),
+                "agent_ref": definition.ref,
+                "agent_name": definition.name,
+                "agent_digest": definition.digest,
+                "agent_instructions": definition.body,
+                "allowed_tools_json": json.dumps(list(definition.tools or WORKER.tools)),
+                "agent_max_turns": definition.max_turns or DEFAULT_MAX_TURNS,
+                "connection_id": parent["connection_id"],
+                "model": definition.model or parent["model"],
+                "reasoning_effort": parent["reasoning_effort"],
+                "project_id": parent["project_id"],
+                "approval_mode": parent["approval_mode"],
+                "title": title(definition.name, run.task),
+            }
+        )
 
     async def run(self, child: str, message: str, limit: float, usage: Usage) -> Outcome:
         """Run the child's turn on `message` to its end (at most `limit` seconds, then it
@@ -193,7 +180,3 @@ def title(agent: str, task: str) -> str:
 
 def _timed_out(timeout: float) -> str:
     return f"the agent did not finish within its timeout of {timeout:g} s"
-
-
-def _make_private_dir(path: Path) -> None:
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
