@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import http.server
 import json
 import os
 import re
@@ -18,6 +19,7 @@ import ssl
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -81,6 +83,24 @@ def is_listening(port: int, host: str = "127.0.0.1") -> bool:
             return True
     except OSError:
         return False
+
+
+@contextlib.contextmanager
+def threaded_server(
+    handler: type[http.server.BaseHTTPRequestHandler], host: str = "127.0.0.1", port: int = 0
+) -> Iterator[http.server.ThreadingHTTPServer]:
+    """A threaded HTTP server for a test's fake service (port 0: any free one); shut down and
+    closed afterwards."""
+    server = http.server.ThreadingHTTPServer((host, port), handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(READY_DEADLINE)
 
 
 def wait_until(predicate: Callable[[], bool], what: str, deadline: float = READY_DEADLINE) -> None:

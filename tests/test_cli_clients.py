@@ -14,14 +14,24 @@ import json
 import os
 import pty
 import subprocess
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from fake_provider import Agent, Session, agent_kernel
 from files_helpers import turn, write
-from helpers import FOYA, REPO, Fleet, Kernel, TlsFiles, base_env, free_port, run_foya, wait_until
+from helpers import (
+    FOYA,
+    REPO,
+    Fleet,
+    Kernel,
+    TlsFiles,
+    base_env,
+    free_port,
+    run_foya,
+    threaded_server,
+    wait_until,
+)
 
 from app.ops.rest import default_socket
 from app.settings import Settings
@@ -162,14 +172,8 @@ class _NotAKernel(http.server.BaseHTTPRequestHandler):
 
 
 def test_status_of_something_that_is_not_a_kernel_exits_1() -> None:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _NotAKernel)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with threaded_server(_NotAKernel) as server:
         done = run_foya("status", "--url", f"http://127.0.0.1:{server.server_port}")
-    finally:
-        server.shutdown()
-        server.server_close()
     assert done.returncode == 1, explain(done)
     assert "the kernel answered 200 http_error: not JSON: '<html>hello</html>'" in done.stderr
 

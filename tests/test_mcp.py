@@ -18,7 +18,6 @@ import signal
 import stat
 import subprocess
 import sys
-import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,7 +26,15 @@ from typing import Any
 import httpx
 import pytest
 from fake_provider import BOUND, FakeProvider, answer, call, tools
-from helpers import Launcher, base_env, free_port, run_foya, short_tmpdir, wait_until
+from helpers import (
+    Launcher,
+    base_env,
+    free_port,
+    run_foya,
+    short_tmpdir,
+    threaded_server,
+    wait_until,
+)
 from inprocess import InProcess, inprocess_kernel, tool_messages
 from streams_helpers import assert_error, unix_kernel
 
@@ -349,13 +356,9 @@ def test_registry_entries_become_ready_configs(rig: InProcess) -> None:
         def log_message(self, *args: Any) -> None:
             return None
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Registry)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
+    with threaded_server(Registry) as server:
         rig.kernel.mcp.registry_url = f"http://127.0.0.1:{server.server_port}/v0.1/servers"
         remote, npm = rig.run(rig.kernel.mcp.registry("files"))
-    finally:
-        server.shutdown()
     assert seen == ["/v0.1/servers?limit=40&search=files"]
     assert remote["installable"] and remote["config"]["transport"] == "streamable_http"
     assert remote["config"]["url"] == "https://x.test/mcp" and remote["name"] == "Remote"

@@ -20,12 +20,13 @@ import socket
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from fake_provider import BOUND, answer, call, tools
+from helpers import threaded_server
 from inprocess import InProcess, inprocess_kernel
 from interactions_helpers import new_session, watch
 
@@ -122,18 +123,12 @@ def _handler(site: Site) -> type[BaseHTTPRequestHandler]:
 @contextlib.contextmanager
 def serving(host: str = "127.0.0.1", port: int = 0, name: str = "A") -> Iterator[Site]:
     site = Site(host=host, name=name)
-    server = ThreadingHTTPServer((host, port), _handler(site))
-    server.daemon_threads = True
-    site.port = server.server_address[1]
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield site
-    finally:
-        site.gate.set()
-        server.shutdown()
-        server.server_close()
-        thread.join(BOUND)
+    with threaded_server(_handler(site), host, port) as server:
+        site.port = server.server_address[1]
+        try:
+            yield site
+        finally:
+            site.gate.set()  # handlers held at the gate end before the server shuts down
 
 
 @pytest.fixture(scope="module")

@@ -14,16 +14,15 @@ import contextlib
 import json
 import stat
 import subprocess
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from fake_provider import BOUND, Agent, agent_kernel, answer, call, only, payloads, tools
-from helpers import FOYA, REPO, base_env
+from fake_provider import Agent, agent_kernel, answer, call, only, payloads, tools
+from helpers import FOYA, REPO, base_env, threaded_server
 from streams_helpers import assert_error
 
 from app.kernel.web.providers import parse_baidu, parse_duckduckgo
@@ -78,17 +77,9 @@ def fake_search() -> Iterator[FakeSearch]:
             self.end_headers()
             self.wfile.write(data)
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    fake.port = server.server_address[1]
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with threaded_server(Handler) as server:
+        fake.port = server.server_address[1]
         yield fake
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(BOUND)
 
 
 @pytest.fixture(scope="module")
