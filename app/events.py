@@ -166,6 +166,7 @@ class Message(InputContext, total=False):
     turn_completed_at: str
     turn_status: str
     turn_reason: str | None
+    source_id: str  # an imported message's id in its source (app.imports): keys re-imports
 
 
 class TurnStarted(TypedDict):

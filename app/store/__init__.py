@@ -14,9 +14,11 @@ from typing import Any, TypeVar
 
 from app.events import Checkpoint, Event, EventDraft, FileOutcome, Message
 from app.store import (
+    blobs,
     checkpoints,
     filechanges,
     history,
+    imports,
     jobs,
     journals,
     recent,
@@ -143,6 +145,18 @@ class Store:
         return await self.db.write(
             lambda c: journals.create(c, session, target_user_seq, files, time.time_ns())
         )
+
+    async def imported(self, sources: Sequence[str]) -> dict[str, tuple[str, set[str]]]:
+        """Which of these import sources are stored: their sessions and imported source ids."""
+        return await self.db.read(lambda c: imports.known(c, sources))
+
+    async def store_import(self, plans: Sequence[imports.ImportPlan]) -> list[Event]:
+        """Create and fill imported sessions, all in one transaction."""
+        return await self.db.write(lambda c: imports.store(c, plans))
+
+    async def blobs(self, keys: Sequence[str]) -> dict[str, bytes]:
+        """The contents of stored file blobs, verified against their hashes."""
+        return await self.db.read(lambda c: {key: blobs.get(c, key) for key in keys})
 
     async def fork(
         self,

@@ -115,6 +115,7 @@ def fork(
     for message in messages:
         copy = message.copy()
         del copy["event_seq"]
+        copy.pop("source_id", None)  # a fork is not the import: its copies are not re-keyed
         if "attachments" in copy:
             copy["attachments"] = [
                 {**a, "id": rename_attachment(str(a.get("id")))} for a in copy["attachments"]

@@ -41,8 +41,12 @@ def _message(conn: sqlite3.Connection, event: Event, verify_blobs: bool) -> None
         "INSERT INTO message_projection(event_seq, session_id, role, active) VALUES (?, ?, ?, 1)",
         (event.seq, event.session, role),
     )
-    if event.kind != k.MESSAGE_END:
-        return  # imported copies count neither as new activity nor as new file changes
+    # A fork's copies count neither as new activity nor as new file changes. A message
+    # imported from another tool (it has a `source_id`) brings its file change to review, but
+    # not activity: it did not happen today.
+    imported = event.kind == k.MESSAGE_IMPORTED and "source_id" in message
+    if event.kind != k.MESSAGE_END and not imported:
+        return
     change = message.get("file_change")
     if isinstance(change, dict):
         before, after = change.get("before_blob"), change.get("after_blob")
@@ -62,7 +66,7 @@ def _message(conn: sqlite3.Connection, event: Event, verify_blobs: bool) -> None
                 after,
             ),
         )
-    if role == "user":
+    if role == "user" and not imported:
         day = day_of(event.time_ns)
         conn.execute(
             "INSERT INTO usage_message_daily_ledger(day, message_count) VALUES (?, 1)"

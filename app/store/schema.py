@@ -188,7 +188,16 @@ _V2 = """
 CREATE INDEX events_compactions ON events(session_id, seq) WHERE kind = 'compaction_completed';
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2)
+# Imported sessions: where each came from (the key that makes a re-import add only what is new)
+# and the rule its source's system prompt became. Session rows are metadata, not projections.
+_V3 = """
+ALTER TABLE sessions ADD COLUMN import_source TEXT;
+ALTER TABLE sessions ADD COLUMN import_rule TEXT;
+CREATE UNIQUE INDEX sessions_import_source ON sessions(import_source)
+    WHERE import_source IS NOT NULL;
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3)
 VERSION = len(MIGRATIONS)
 
 

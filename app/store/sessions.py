@@ -28,6 +28,8 @@ COLUMNS = (
     "pinned_at_ns",
     "tasks_json",
     "workspace",
+    "import_source",
+    "import_rule",
     "created_at_ns",
     "updated_at_ns",
 )
