@@ -21,8 +21,9 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 
 from app.errors import ConfigError, FoyaError
-from app.ops import client_cli, context_cli, mcp_cli
+from app.ops import client_cli, context_cli, mcp_cli, transfer_cli
 from app.ops.client_cli import DataDirOpt, env, fail
+from app.ops.progress import Progress
 from app.ops.websearch_cli import web_search_cli
 
 if TYPE_CHECKING:
@@ -191,6 +192,8 @@ cli.command()(client_cli.history)
 cli.command()(client_cli.rewind)
 cli.command()(client_cli.usage)
 cli.command()(client_cli.tunnel)
+cli.command("import")(transfer_cli.import_)
+cli.command()(transfer_cli.export)
 cli.add_typer(context_cli.rules_cli, name="rules")
 cli.add_typer(context_cli.memory_cli, name="memory")
 cli.add_typer(context_cli.skills_cli, name="skills")
@@ -331,30 +334,6 @@ def check(
         typer.echo(f"remains: {line}")
     if remaining:
         raise typer.Exit(1)
-
-
-class Progress:
-    """A progress bar on stderr, shown from the first report of progress on: a refusal before
-    any work stays one line. Call it with (done, total); use it as a context manager."""
-
-    def __init__(self, label: str) -> None:
-        self.label = label
-        self.bar: Any = None
-
-    def __call__(self, done: int, total: int) -> None:
-        if self.bar is None:
-            self.bar = typer.progressbar(
-                length=1, label=self.label, file=sys.stderr, show_pos=False
-            ).__enter__()
-        self.bar.length = max(total, 1)
-        self.bar.update(done - self.bar.pos)
-
-    def __enter__(self) -> Progress:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.bar is not None:
-            self.bar.__exit__(*exc)
 
 
 def _mb_per_s(size: int, seconds: float) -> str:

@@ -154,6 +154,18 @@ class Metrics:
             ["state"],
             registry=self.registry,
         )
+        self.imports = Counter(
+            "foya_imports",
+            "Uploaded imports (POST /imports) by source and outcome: imported, failed.",
+            ["source", "outcome"],
+            registry=self.registry,
+        )
+        self.imported_messages = Counter(
+            "foya_imported_messages",
+            "Messages stored by imports, by source.",
+            ["source"],
+            registry=self.registry,
+        )
         self.loop_lag = Histogram(
             "foya_event_loop_lag_seconds",
             f"How late the event loop woke a timer, sampled every {LAG_INTERVAL} s.",

@@ -55,6 +55,8 @@ class Settings(BaseSettings):
     # Terminals (app.kernel.terminals): running or exited, until deleted.
     max_terminals_per_session: int = Field(32, ge=1)
     max_terminals: int = Field(64, ge=1)
+    # The largest archive `POST /imports` takes (it is read into memory to be checked whole).
+    max_import_mb: int = Field(512, ge=1, le=16384)
     # Sub-agents (app.kernel.agents.limits): defaults until PUT /settings/agent-limits.
     agent_max_global_concurrency: int = Field(4, ge=1, le=256)
     agent_max_per_root: int = Field(4, ge=1, le=256)

@@ -198,6 +198,8 @@ COMMANDS = [
     ("memory", "set"),
     ("skills",),
     ("skills", "edit-path"),
+    ("import",),
+    ("export",),
 ]
 # Every flag that has an environment variable, and that variable.
 ENV_VARS = {
@@ -209,6 +211,7 @@ ENV_VARS = {
     "--tls-key": "FOYA_TLS_KEY_FILE",
     "--allow-plaintext": "FOYA_ALLOW_PLAINTEXT",
     "--token-file": "FOYA_TOKEN",
+    "--passphrase": "FOYA_IMPORT_PASSPHRASE",
 }
 TYPE_NOISE = re.compile(r"<(bool|str|int|float|path|list\[[^\]]*\]|[a-z]+ range)>")
 
@@ -247,7 +250,7 @@ def test_help_is_plain_text_that_names_each_environment_variable(
 
 def test_serve_help_names_every_variable_and_hides_deprecated_names() -> None:
     serve = options_of(run_foya("serve", "-h").stdout)
-    assert set(ENV_VARS) - {"--token-file"} <= set(serve)
+    assert set(ENV_VARS) - {"--token-file", "--passphrase"} <= set(serve)
     token = run_foya("token", "-h").stdout
     assert "--auth-token-hash-file FILE" in token and "--hash-file" not in token.replace(
         "--auth-token-hash-file", ""

@@ -97,6 +97,10 @@ NOT_RUN = {
     "tunnel-exec": "needs the tunnel above; tests/test_tunnel.py runs exec through one",
     "prometheus-install": "writes /etc/prometheus as root for the prometheus user; "
     "test_prometheus_scrapes_the_kernel_as_configured installs the same files in its sandbox",
+    "import-export": "its paths are the reader's own files; tests/test_import_cli.py runs the "
+    "same commands on fixtures of each format",
+    "import-summary": "the summary of ChatBuddy's documented example backup: "
+    "test_cli_imports_a_chatbuddy_backup_once compares it with what `foya import` prints",
     "backup-systemd": "needs the systemd service and its foya user; the same commands run in "
     "test_backup_and_restore_recipes",
 }

@@ -22,6 +22,7 @@ from app.http.routes import commands as routes_commands
 from app.http.routes import context as routes_context
 from app.http.routes import context_events as routes_context_events
 from app.http.routes import hooks as routes_hooks
+from app.http.routes import imports as routes_imports
 from app.http.routes import interactions as routes_interactions
 from app.http.routes import mcp as routes_mcp
 from app.http.routes import plugins as routes_plugins
@@ -69,8 +70,14 @@ def create_api(kernel: Kernel, *, token_sha256: str | None, lifespan: Lifespan |
     api.include_router(routes_plugins.router(kernel))
     api.include_router(routes_websearch.router(kernel))
     api.include_router(routes_mcp.router(kernel))
+    api.include_router(routes_imports.router(kernel))
     app: ASGIApp = RequestGuard(
-        api, exempt=lambda scope: artifacts.is_upload(scope) or routes_canvas.is_upload(scope)
+        api,
+        exempt=lambda scope: (
+            artifacts.is_upload(scope)
+            or routes_canvas.is_upload(scope)
+            or routes_imports.is_upload(scope)
+        ),
     )
     if token_sha256 is not None:
         app = BearerAuth(app, token_sha256)

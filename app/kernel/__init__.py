@@ -25,8 +25,10 @@ from app.kernel.background import BackgroundCommands
 from app.kernel.canvas import Canvases
 from app.kernel.connections import Connections, Models
 from app.kernel.emit import Facts, topic
+from app.kernel.exports import Exports
 from app.kernel.hooks import Hooks
 from app.kernel.ids import now_ns
+from app.kernel.imports import Imports
 from app.kernel.inputs import SessionArtifacts
 from app.kernel.interactions import AskUser, BrowserActions, Questions, browser_tools
 from app.kernel.lifecycle import cancel_and_wait
@@ -215,6 +217,18 @@ class Kernel:
         self.rewinds = Rewinds(self.sessions, self.store, self.turns, self.queues)
         self.reviews = Reviews(self.sessions, self.store, self.turns)
         self.workspaces = Workspaces(self.sessions, protected)
+        # Other tools' histories in, portable archives out.
+        self.imports = Imports(
+            self.facts,
+            self.sessions,
+            self.turns,
+            self.projects,
+            self.user_context,
+            self.connections,
+            metrics,
+            settings.data_dir / "exports",
+        )
+        self.exports = Exports(self.sessions, self.user_context, settings.data_dir / "exports")
         self.maintenance = Maintenance(self.store, self.sessions.remove_files)
         self._started = False
         self._loop_lag: asyncio.Task[None] | None = None

@@ -233,7 +233,10 @@ class Steps:
         where = self.where(row, cwd)
 
         def read() -> UserInput:
-            sections = prompt.sections(where, activity(history, cwd))
+            done = activity(history, cwd)
+            if row.get("import_rule"):  # the imported session's own system prompt, a manual rule
+                done += f"\n@{row['import_rule']}"
+            sections = prompt.sections(where, done)
             text = "\n\n".join(s.text for s in sections)
             users = [m for m in history if m.get("role") == "user"]
             expanded = {

@@ -69,6 +69,16 @@ async def multipart_file(
     """(file name, bytes) of the multipart field `file` of an upload of `what` (an image, an
     asset), at most `limit` bytes in all (`too_large`); `missing` when there is no such field.
     Session artifacts and canvas assets are uploaded this way."""
+    name, data, _ = await multipart_upload(
+        request, limit, what=what, too_large=too_large, missing=missing
+    )
+    return name or "image", data
+
+
+async def multipart_upload(
+    request: Request, limit: int, *, what: str, too_large: FoyaError, missing: FoyaError
+) -> tuple[str, bytes, dict[str, str]]:
+    """`multipart_file`, also returning the form's text fields."""
     if not request.headers.get("content-type", "").startswith("multipart/form-data"):
         raise BadRequest(f"send the {what} as multipart/form-data with a field named file")
     body = await _body(request, limit, too_large)
@@ -84,7 +94,8 @@ async def multipart_file(
         upload = form.get("file")
         if not isinstance(upload, UploadFile):
             raise missing
-        return upload.filename or "image", await upload.read()
+        fields = {k: v for k, v in form.multi_items() if isinstance(v, str)}
+        return upload.filename or "", await upload.read(), fields
     finally:
         await form.close()
 
