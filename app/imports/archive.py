@@ -27,7 +27,7 @@ from __future__ import annotations
 import hashlib
 import json
 import zipfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from typing import IO, Any
 
 from app.imports import transcript
@@ -40,6 +40,7 @@ from app.imports.model import (
     ImportedRule,
     ImportedSession,
     InvalidImport,
+    Progress,
     UnsupportedImportVersion,
 )
 from app.imports.zipsafe import read_zip
@@ -47,7 +48,6 @@ from app.imports.zipsafe import read_zip
 FORMAT = "foya-export"
 VERSION = 1
 MANIFEST = "manifest.json"
-Progress = Callable[[int, int], None]
 
 
 def dumps(value: Any) -> str:

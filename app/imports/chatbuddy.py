@@ -17,7 +17,6 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,9 +33,8 @@ from app.imports.model import (
     ImportedConnection,
     ImportedRule,
     ImportReport,
+    Progress,
 )
-
-Progress = Callable[[int, int], None]
 
 OPENAI_COMPATIBLE = frozenset({"openai", "openrouter", "ollama", "custom"})
 

@@ -43,6 +43,7 @@ from app.imports.model import (
     ImportedImage,
     ImportedSession,
     ImportReport,
+    Progress,
 )
 
 _IGNORED = {"file-history-snapshot", "queue-operation", "progress", "attachment"}
@@ -51,7 +52,7 @@ _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12
 _COMMAND_MARKERS = ("<command-name>", "<command-message>", "<local-command-", "<bash-stdout>")
 
 
-def parse(path: Path, *, progress: t.Progress | None = None) -> ImportBundle:
+def parse(path: Path, *, progress: Progress | None = None) -> ImportBundle:
     """Every session in the transcript file or directory `path`."""
     files = t.find_files(path, lambda name: name.endswith(".jsonl"), "Claude Code transcripts")
     bundle = ImportBundle(source="claude-code")

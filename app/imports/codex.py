@@ -42,6 +42,7 @@ from app.imports.model import (
     ImportedImage,
     ImportedSession,
     ImportReport,
+    Progress,
 )
 
 _ENVELOPE = {"session_meta", "response_item", "event_msg", "turn_context", "compacted"}
@@ -62,7 +63,7 @@ _INJECTED = ("<environment_context>", "<user_instructions>", "# AGENTS.md instru
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.I)
 
 
-def parse(path: Path, *, progress: t.Progress | None = None) -> ImportBundle:
+def parse(path: Path, *, progress: Progress | None = None) -> ImportBundle:
     """Every session in the rollout file or sessions directory `path`."""
     files = t.find_files(
         path,

@@ -11,12 +11,15 @@ Exception map (all `FoyaError`s, rendered as `{"code","message"}`):
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from app.errors import FoyaError
 
 SOURCES = ("chatbuddy", "claude-code", "codex", "opencode", "foya")
+# What a parser reports as it goes: (done, total); the CLI draws a bar with it.
+Progress = Callable[[int, int], None]
 
 
 class InvalidImport(FoyaError):

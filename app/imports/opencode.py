@@ -40,13 +40,14 @@ from app.imports.model import (
     ImportedSession,
     ImportReport,
     InvalidImport,
+    Progress,
 )
 
 _BOOKKEEPING = {"step-finish", "snapshot", "patch", "retry"}
 _COUNTED = {"agent", "subtask", "compaction"}
 
 
-def parse(path: Path, *, progress: t.Progress | None = None) -> ImportBundle:
+def parse(path: Path, *, progress: Progress | None = None) -> ImportBundle:
     """Every top-level session in the opencode storage at `path` (or the one session file)."""
     root, files = _session_files(path)
     bundle = ImportBundle(source="opencode")

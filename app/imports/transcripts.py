@@ -28,9 +28,8 @@ from app.imports.model import (
     ImportedSession,
     ImportReport,
     InvalidImport,
+    Progress,
 )
-
-Progress = Callable[[int, int], None]
 
 # A stray multi-gigabyte file must not exhaust memory: larger files are skipped and reported.
 MAX_FILE_BYTES = 512 * 1024 * 1024

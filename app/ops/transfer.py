@@ -15,16 +15,15 @@ import datetime as dt
 import os
 import secrets
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
 from app import __version__
-from app.imports.model import ImportBundle
+from app.imports.model import ImportBundle, Progress
 from app.ops.client import checked, http_client
 from app.ops.rest import Target
 
-Progress = Callable[[int, int], None]
 CHUNK = 1024 * 1024
 UPLOAD_TIMEOUT = 600.0
 
