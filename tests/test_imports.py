@@ -326,6 +326,10 @@ def test_export_then_import_gives_the_same_active_history(
             )
         )
         expected = {sid: comparable(history(a, sid)) for sid in (imported, own)}
+        facts = [
+            (e.seq, e.kind, e.run_id, e.time_ns, e.payload)
+            for e in a.run(a.kernel.store.events_after(0, 1000, session=own))
+        ]
         file = a.run(a.kernel.exports.archive([imported, own]))
         data = file.read()
         file.close()
@@ -333,7 +337,10 @@ def test_export_then_import_gives_the_same_active_history(
     assert markdown.startswith("# Imported\n") and "## Assistant" in markdown
     members = zipfile.ZipFile(io.BytesIO(data)).namelist()
     assert members[-1] == "manifest.json"
-    assert f"sessions/{own}/events.jsonl" in members
+    lines = zipfile.ZipFile(io.BytesIO(data)).read(f"sessions/{own}/events.jsonl").splitlines()
+    exported = [json.loads(line) for line in lines]
+    assert [tuple(f.values()) for f in exported] == facts  # every fact, as stored
+    assert list(exported[0]) == ["seq", "kind", "run_id", "occurred_at_ns", "payload"]
     assert f"sessions/{imported}/transcript.md" in members
     with inprocess_kernel(tmp_path / "b", fake=fake) as b:
         summary = b.run(b.kernel.imports.upload("foya", data))

@@ -63,12 +63,19 @@ class LineMember:
         self._digest, self._size, self.count = hashlib.sha256(), 0, 0
 
     def write(self, rows: Iterable[Any]) -> None:
-        for row in rows:
-            line = (dumps(row) + "\n").encode()
-            self._file.write(line)
-            self._digest.update(line)
-            self._size += len(line)
-            self.count += 1
+        """Add `rows`, each as one line of JSON."""
+        lines = [dumps(row) for row in rows]
+        self.write_lines(lines)
+
+    def write_lines(self, lines: list[str]) -> None:
+        """Add lines that are already JSON (without their line ends), in one write."""
+        if not lines:
+            return
+        data = ("\n".join(lines) + "\n").encode()
+        self._file.write(data)
+        self._digest.update(data)
+        self._size += len(data)
+        self.count += len(lines)
 
     def close(self) -> None:
         self._file.close()

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from app import __version__
-from app.events import Event, iso_time
+from app.events import iso_time
 from app.imports import transcript
 from app.imports.archive import ArchiveWriter
 from app.kernel.ids import now_ns
@@ -80,10 +80,10 @@ class Exports:
                 rules[found[0].name] = found[0].content
                 meta["rule"] = found[0].name
         events = writer.lines(f"sessions/{sid}/events.jsonl")
-        after = 0
-        while page := await store.events_after(after, PAGE, session=sid):
-            await asyncio.to_thread(events.write, [_fact(e) for e in page])
-            after = page[-1].seq
+        after, page = await store.fact_lines(sid, 0, PAGE)
+        while page:
+            await asyncio.to_thread(events.write_lines, page)
+            after, page = await store.fact_lines(sid, after, PAGE)
         await asyncio.to_thread(events.close)
         history: list[dict[str, Any]] = [dict(m) for m in await store.history(sid)]
         cwd = self.sessions.workspace(row)
@@ -120,13 +120,3 @@ def _meta(row: dict[str, Any]) -> dict[str, Any]:
     if row.get("import_source"):
         meta["import_source"] = row["import_source"]
     return meta
-
-
-def _fact(event: Event) -> dict[str, Any]:
-    return {
-        "seq": event.seq,
-        "kind": event.kind,
-        "run_id": event.run_id,
-        "occurred_at_ns": event.time_ns,
-        "payload": event.payload,
-    }

@@ -28,7 +28,14 @@ from app.artifacts import Artifacts, ImageTooLarge, UnsupportedImage
 from app.errors import BadRequest
 from app.events import EventDraft, FileChange, iso_time
 from app.failpoints import failpoint
-from app.imports.model import ImportBundle, ImportedFileChange, ImportedSession, InvalidImport
+from app.imports.model import (
+    ImportBundle,
+    ImportedFileChange,
+    ImportedImage,
+    ImportedMessage,
+    ImportedSession,
+    InvalidImport,
+)
 from app.kernel.connections import Connections
 from app.kernel.emit import Facts
 from app.kernel.ids import new_id
@@ -168,8 +175,11 @@ class Imports:
             ids = [a for s, a in undo.artifacts if s == added_to]
             if ids:
                 await asyncio.to_thread(self._artifacts.commit, added_to, ids)
+        # Only sessions that existed can have a client watching them.
+        watched = {plan.session for plan in plans if plan.row is None}
         for event in events:
-            self.facts.broker.publish(f"session:{event.session}", event)
+            if event.session in watched:
+                self.facts.broker.publish(f"session:{event.session}", event)
 
     @property
     def _artifacts(self) -> Artifacts:
@@ -203,6 +213,23 @@ class Imports:
             summary.sessions_updated += 1
         cwd = self.sessions.workspace(current)
         summary.session_ids.append(sid)
+        # Building the drafts (images re-encoded, files diffed) is work for a thread: a long
+        # history would hold the event loop for its whole length.
+        drafts = await asyncio.to_thread(
+            self._drafts, sid, session, messages, cwd, row is None, summary, undo
+        )
+        return ImportPlan(sid, row, drafts)
+
+    def _drafts(
+        self,
+        sid: str,
+        session: ImportedSession,
+        messages: list[ImportedMessage],
+        cwd: Path,
+        existing: bool,
+        summary: ImportSummary,
+        undo: _Undo,
+    ) -> list[EventDraft]:
         created_at = iso_time(session.created_at_ns)
         drafts = []
         for imported in messages:
@@ -211,7 +238,7 @@ class Imports:
             payload.setdefault("created_at", created_at)
             payload.pop("attachments", None)
             payload.pop("file_change", None)
-            refs = await self._images(sid, imported.images, row is None, summary, undo)
+            refs = self._images(sid, imported.images, existing, summary, undo)
             if refs:
                 payload["attachments"] = refs
             blobs: dict[str, bytes] = {}
@@ -225,7 +252,7 @@ class Imports:
                     summary.file_changes += 1
             drafts.append(EventDraft(sid, k.MESSAGE_IMPORTED, payload, blobs=blobs))
         summary.messages_imported += len(drafts)
-        return ImportPlan(sid, row, drafts)
+        return drafts
 
     async def _row(
         self, sid: str, session: ImportedSession, rules: dict[str, str], project_id: str | None
@@ -255,26 +282,29 @@ class Imports:
             await asyncio.to_thread(workspace.mkdir, parents=True, exist_ok=True, mode=0o700)
         return row
 
-    async def _images(
-        self, sid: str, images: list[Any], existing: bool, summary: ImportSummary, undo: _Undo
+    def _images(
+        self,
+        sid: str,
+        images: list[ImportedImage],
+        existing: bool,
+        summary: ImportSummary,
+        undo: _Undo,
     ) -> list[dict[str, Any]]:
+        """A message's images as artifacts of the session (in a thread: re-encoding is slow).
+        A new session's are committed at once (its directory goes whole on failure); an
+        existing session's once its messages are."""
+        refs: list[dict[str, Any]] = []
         if not images:
-            return []
-
-        def store() -> list[dict[str, Any]]:
-            refs = []
-            for image in images:
-                try:
-                    refs.append(self._artifacts.add(sid, image.name, image.data))
-                except (UnsupportedImage, ImageTooLarge):
-                    summary.skip("image that is not a supported picture")
-            if not existing:  # a new session's directory goes whole on failure
-                return self._artifacts.commit(sid, [r["id"] for r in refs])
-            undo.artifacts.extend((sid, r["id"]) for r in refs)
             return refs
-
-        refs = await asyncio.to_thread(store)
+        for image in images:
+            try:
+                refs.append(self._artifacts.add(sid, image.name, image.data))
+            except (UnsupportedImage, ImageTooLarge):
+                summary.skip("image that is not a supported picture")
         summary.images += len(refs)
+        if not existing:
+            return self._artifacts.commit(sid, [r["id"] for r in refs])
+        undo.artifacts.extend((sid, r["id"]) for r in refs)
         return refs
 
     async def _rules(

@@ -89,6 +89,10 @@ class Store:
         """Stored events after `after_seq` (for replay), oldest first."""
         return await self.db.read(lambda c: log.events_after(c, after_seq, limit, session))
 
+    async def fact_lines(self, session: str, after_seq: int, limit: int) -> tuple[int, list[str]]:
+        """A page of a session's stored events as JSON lines (app.store.events.fact_lines)."""
+        return await self.db.read(lambda c: log.fact_lines(c, session, after_seq, limit))
+
     async def head_seq(self) -> int:
         return await self.db.read(log.head_seq)
 

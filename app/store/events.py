@@ -90,6 +90,25 @@ def events_after(
     return [row_event(r) for r in rows]
 
 
+def fact_lines(
+    conn: sqlite3.Connection, session: str, after_seq: int, limit: int
+) -> tuple[int, list[str]]:
+    """A session's stored events with seq > `after_seq` as JSON lines ({seq, kind, run_id,
+    occurred_at_ns, payload}), the payload as stored: an export copies it, never decodes it.
+    Also the last seq read (`after_seq` when there was none)."""
+    rows = conn.execute(
+        "SELECT seq, kind, run_id, occurred_at_ns, payload_json FROM events"
+        " WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+        (session, after_seq, limit),
+    ).fetchall()
+    lines = [
+        f'{{"seq":{seq},"kind":{json.dumps(kind)},"run_id":{json.dumps(run_id)},'
+        f'"occurred_at_ns":{when},"payload":{payload or "null"}}}'
+        for seq, kind, run_id, when, payload in rows
+    ]
+    return (rows[-1][0] if rows else after_seq), lines
+
+
 def head_seq(conn: sqlite3.Connection) -> int:
     """The highest seq ever assigned (0 for an empty log)."""
     row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'events'").fetchone()
