@@ -62,6 +62,10 @@ class Store:
         """Finish queued work and close the connection."""
         self.db.close()
 
+    async def defer_checkpoints(self) -> None:
+        """Leave WAL checkpoints to Litestream while it replicates (app.store.db)."""
+        await self.db.defer_checkpoints()
+
     async def ping(self) -> int:
         """Run a trivial query; returns the head seq."""
         return await self.db.read(log.head_seq)

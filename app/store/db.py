@@ -31,6 +31,13 @@ PRAGMAS = (
     "PRAGMA synchronous=FULL",
 )
 MAX_BATCH = 256
+#: `wal_autocheckpoint` while Litestream replicates the database (app.ops.replicate). Litestream
+#: checkpoints itself (PASSIVE at 1,000 WAL pages and every minute; its db.go
+#: `checkpointIfNeeded`) around its own read lock, and its documentation advises the application
+#: to disable its autocheckpoints or set them high so they do not interfere (litestream.io/tips;
+#: docs/SQLITE_INTERNALS.md: `PRAGMA wal_autocheckpoint = 10000`). High, not off: should
+#: Litestream be down or stuck, SQLite still checkpoints at ~40 MB and the WAL stays bounded.
+REPLICATED_AUTOCHECKPOINT = 10_000
 
 
 def connect(path: Path, *, check_same_thread: bool = True) -> sqlite3.Connection:
@@ -133,6 +140,12 @@ class Database:
         self._init = init
         self._thread.start()
         self._ready.result()
+
+    async def defer_checkpoints(self) -> None:
+        """Leave WAL checkpoints to Litestream, keeping SQLite's as a far backstop."""
+        await self.read(
+            lambda c: c.execute(f"PRAGMA wal_autocheckpoint={REPLICATED_AUTOCHECKPOINT}")
+        )
 
     def close(self) -> None:
         """Finish queued work, then close the connection."""
