@@ -134,6 +134,18 @@ def serve(
             help=env("Serve TCP without TLS (behind a TLS proxy).", "FOYA_ALLOW_PLAINTEXT=1"),
         ),
     ] = False,
+    replicate: Annotated[
+        str | None,
+        typer.Option(
+            "--replicate",
+            metavar="URL",
+            help=env(
+                "Replicate the database and files continuously with Litestream to URL "
+                "(file:///path, sftp://user@host/path, s3://bucket/prefix).",
+                "FOYA_REPLICA_URL",
+            ),
+        ),
+    ] = None,
     check: Annotated[
         bool,
         typer.Option(
@@ -156,6 +168,7 @@ def serve(
         tls_cert_file=tls_cert,
         tls_key_file=tls_key,
         allow_plaintext=allow_plaintext or None,
+        replica_url=replicate,
     )
     from app.settings import serve_plan
 
@@ -369,8 +382,24 @@ def backup(
 
 @cli.command()
 def restore(
-    src: Annotated[Path, typer.Argument(metavar="ARCHIVE", hidden=True)],
+    src: Annotated[Path | None, typer.Argument(metavar="ARCHIVE", hidden=True)] = None,
     data_dir: DataDirOpt = None,
+    from_replica: Annotated[
+        str | None,
+        typer.Option(
+            "--from-replica",
+            metavar="URL",
+            help="Restore from this replica instead of an archive.",
+        ),
+    ] = None,
+    timestamp: Annotated[
+        str | None,
+        typer.Option(
+            "--timestamp",
+            metavar="T",
+            help="With --from-replica: the state at T (RFC 3339, e.g. 2026-12-01T07:00:00Z).",
+        ),
+    ] = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Verify everything, change nothing.")
     ] = False,
@@ -379,10 +408,19 @@ def restore(
         typer.Option("--replace", help="Move an existing data directory aside (it is kept)."),
     ] = False,
 ) -> None:
-    """Restore a backup into the data directory.
+    """Restore a backup, or a replica, into the data directory.
 
-    Verifies ARCHIVE (written by `foya backup`) and puts it in place. Stop the kernel first.
+    Verifies ARCHIVE (written by `foya backup`) or, with --from-replica URL, the replica
+    `foya serve --replicate URL` keeps, and puts it in place. Stop the kernel first.
     """
+    if (src is None) == (from_replica is None):
+        fail("give either ARCHIVE (a file `foya backup` wrote) or --from-replica URL")
+    if timestamp is not None and from_replica is None:
+        fail("--timestamp needs --from-replica (an archive holds one point in time)")
+    if from_replica is not None:
+        _restore_replica(from_replica, data_dir, timestamp, dry_run=dry_run, replace=replace)
+        return
+    assert src is not None
     from app.ops.restore import restore as run_restore
 
     settings = build_settings(data_dir=data_dir)
@@ -405,6 +443,35 @@ def restore(
     for note in report.notes:
         typer.echo(note)
     typer.echo(_mb_per_s(report.bytes, report.seconds), err=True)
+
+
+def _restore_replica(
+    url: str, data_dir: str | None, timestamp: str | None, *, dry_run: bool, replace: bool
+) -> None:
+    from app.ops.replica_restore import restore_from_replica
+
+    settings = build_settings(data_dir=data_dir)
+    try:
+        report = restore_from_replica(
+            url,
+            settings,
+            home=Path.home() / ".foya",
+            timestamp=timestamp,
+            dry_run=dry_run,
+            replace=replace,
+            step=lambda line: typer.echo(f"foya: {line}", err=True),
+        )
+    except FoyaError as exc:
+        fail(exc.message)
+    except ConfigError as exc:
+        fail(str(exc))
+    except OSError as exc:
+        fail(f"restore failed: {exc}")
+    verb = "verified" if dry_run else f"restored into {report.target}"
+    typer.echo(f"{verb}: head seq {report.head_seq}, {report.files} files")
+    for note in report.notes:
+        typer.echo(note)
+    typer.echo(f"took {report.seconds:.1f} s", err=True)
 
 
 @cli.command()

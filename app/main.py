@@ -11,7 +11,7 @@ from starlette.types import ASGIApp
 
 from app.http.app import create_api
 from app.kernel import Kernel
-from app.metrics import Metrics
+from app.metrics import Metrics, ReplicationStatus
 from app.settings import Settings
 
 
@@ -28,9 +28,11 @@ def create_app(
     *,
     token_sha256: str | None = None,
     on_started: Callable[[], None] | None = None,
+    replication: Callable[[], ReplicationStatus] | None = None,
 ) -> Service:
-    """Build the service. Its lifespan starts the kernel, then calls `on_started`."""
-    kernel = Kernel(settings, Metrics())
+    """Build the service. Its lifespan starts the kernel, then calls `on_started`.
+    `replication` is the status of the replicator running beside it (`--replicate`)."""
+    kernel = Kernel(settings, Metrics(), replication=replication)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:

@@ -11,7 +11,8 @@ import json
 import math
 import platform
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -62,6 +63,42 @@ class _BackupAge(Collector):
             value=time.time() - last if last else math.inf,
         )
         yield from (stamp, age)
+
+
+@dataclass(frozen=True)
+class ReplicationStatus:
+    """Where continuous replication stands (app.ops.replicate): Litestream running, the Unix
+    time of the replica's last successful sync (None: none yet), and how many seconds the
+    oldest change not yet on the replica has waited (0: the replica holds everything)."""
+
+    up: bool
+    last_success: float | None
+    lag_seconds: float
+
+
+class _Replication(Collector):
+    """The replication gauges, read from the replicator at every scrape."""
+
+    def __init__(self, status: Callable[[], ReplicationStatus]) -> None:
+        self.status = status
+
+    def collect(self) -> Iterator[Metric]:
+        now = self.status()
+        yield GaugeMetricFamily(
+            "foya_replication_up",
+            "1 while Litestream runs and answers, else 0.",
+            value=1.0 if now.up else 0.0,
+        )
+        yield GaugeMetricFamily(
+            "foya_replication_lag_seconds",
+            "Seconds the oldest change not yet on the replica has waited (0: all replicated).",
+            value=now.lag_seconds,
+        )
+        yield GaugeMetricFamily(
+            "foya_replication_last_success_timestamp_seconds",
+            "Unix time of the replica's last successful sync (0: none yet).",
+            value=now.last_success or 0.0,
+        )
 
 
 class CheckOutcome(Protocol):
@@ -181,6 +218,10 @@ class Metrics:
     def watch_backups(self, data_dir: Path) -> None:
         """Export the age of the last successful backup of `data_dir`."""
         self.registry.register(_BackupAge(data_dir / BACKUP_STATUS_FILE))
+
+    def watch_replication(self, status: Callable[[], ReplicationStatus]) -> None:
+        """Export the replication gauges from `status`."""
+        self.registry.register(_Replication(status))
 
     async def watch_loop_lag(self) -> None:
         """Sample the event loop's lag until cancelled: how much later than due a timer of

@@ -234,11 +234,30 @@ async def _serve(settings: Settings, plan: ServePlan, listener: Listener) -> Non
         log.info(f"foya kernel listening on {listener.address}", transport=plan.transport)
         sd_notify("READY=1")
 
-    service = create_app(settings, token_sha256=plan.token_sha256, on_started=on_started)
+    replicator = None
+    if settings.replica_url:
+        # Imported only when replicating: start-up stays light without it.
+        from app.ops.replicate import Replicator
+
+        replicator = Replicator(settings, settings.replica_url)  # checks refuse with exit 2
+    service = create_app(
+        settings,
+        token_sha256=plan.token_sha256,
+        on_started=on_started,
+        replication=replicator.status if replicator is not None else None,
+    )
     try:
         await service.kernel.start()
     except FoyaError as exc:  # e.g. a database newer than this code: refuse before listening
         raise ConfigError(f"--data-dir {settings.data_dir}: {exc.message}") from exc
+    if replicator is not None:
+        try:
+            # On this thread, which lives as long as the server: Litestream's parent-death
+            # signal follows the thread that started it (app.ops.replicate).
+            replicator.start()
+        except ConfigError:
+            await service.kernel.close()
+            raise
 
     async def shutdown_trigger() -> None:
         await stop.wait()
@@ -272,6 +291,8 @@ async def _serve(settings: Settings, plan: ServePlan, listener: Listener) -> Non
     finally:
         if watcher is not None:
             watcher.cancel()
+        if replicator is not None:
+            replicator.stop()  # after the lifespan closed the store: Litestream sees it whole
         log.info("stopped")
 
 

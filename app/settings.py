@@ -71,6 +71,16 @@ class Settings(BaseSettings):
     mcp_call_timeout: float = Field(300.0, gt=0, le=3600)
     mcp_ping_interval: float = Field(30.0, gt=0, le=3600)
     mcp_registry_url: str = "https://registry.modelcontextprotocol.io/v0.1/servers"
+    # Continuous replication (app.ops.replicate): the replica's base URL turns it on; the
+    # files snapshot's interval; the lag beyond which /readyz fails (none: never); the
+    # litestream binary; the sftp key file and the sftp server's public host key (a line of
+    # its `ssh_host_*_key.pub`, or a file holding one).
+    replica_url: str | None = None
+    replica_files_interval: float = Field(5.0, gt=0, le=3600)
+    replica_max_lag: float | None = Field(None, gt=0)
+    litestream_bin: Path | None = None
+    replica_sftp_key: Path | None = None
+    replica_sftp_host_key: str | None = None
 
     @field_validator("log_level")
     @classmethod

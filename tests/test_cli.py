@@ -212,6 +212,7 @@ ENV_VARS = {
     "--allow-plaintext": "FOYA_ALLOW_PLAINTEXT",
     "--token-file": "FOYA_TOKEN",
     "--passphrase": "FOYA_IMPORT_PASSPHRASE",
+    "--replicate": "FOYA_REPLICA_URL",
 }
 TYPE_NOISE = re.compile(r"<(bool|str|int|float|path|list\[[^\]]*\]|[a-z]+ range)>")
 

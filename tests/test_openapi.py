@@ -140,7 +140,7 @@ ENUMS = {
     ("Attachment", "kind"): ["image"],
     ("WorkspaceEntry", "kind"): ["dir", "file", "other"],
     ("Readiness", "status"): ["ready"],
-    ("CheckOut", "name"): ["database", "data_dir", "disk"],
+    ("CheckOut", "name"): ["database", "data_dir", "disk", "replication"],
 }
 
 

@@ -9,7 +9,7 @@ import asyncio
 import contextlib
 import datetime as dt
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 from app.broker import Broker
@@ -38,7 +38,14 @@ from app.kernel.plugins import Plugins
 from app.kernel.projects import Projects
 from app.kernel.providers import Providers
 from app.kernel.queue import Queues
-from app.kernel.readiness import Check, CheckFn, data_dir_writable, database, free_disk
+from app.kernel.readiness import (
+    Check,
+    CheckFn,
+    data_dir_writable,
+    database,
+    free_disk,
+    replication_check,
+)
 from app.kernel.recovery import recover
 from app.kernel.review import Reviews
 from app.kernel.rewind import Rewinds
@@ -55,7 +62,7 @@ from app.kernel.usercontext.tools import context_tools
 from app.kernel.web import WebSearch, web_tools
 from app.kernel.workflows import Workflows, task_tools
 from app.kernel.workspace import Workspaces
-from app.metrics import Metrics
+from app.metrics import Metrics, ReplicationStatus
 from app.providers.base import ProviderError
 from app.settings import Settings
 from app.store import Store
@@ -86,9 +93,18 @@ class NotReady(Unavailable):
 class Kernel:
     """Owns the service's state and rules. Built by the app factory, closed by its lifespan."""
 
-    def __init__(self, settings: Settings, metrics: Metrics, *, clock: Clock | None = None) -> None:
-        """`clock` is the automations scheduler's (tests drive their own)."""
+    def __init__(
+        self,
+        settings: Settings,
+        metrics: Metrics,
+        *,
+        clock: Clock | None = None,
+        replication: Callable[[], ReplicationStatus] | None = None,
+    ) -> None:
+        """`clock` is the automations scheduler's (tests drive their own); `replication` the
+        status of the replicator `foya serve --replicate` runs beside the kernel."""
         self.settings = settings
+        self.replication = replication
         self.metrics = metrics
         metrics.watch_backups(settings.data_dir)
         self.store = Store(settings.data_dir)
@@ -238,6 +254,9 @@ class Kernel:
             data_dir_writable(settings.data_dir),
             free_disk(settings.data_dir, settings.min_free_disk_mb),
         ]
+        if replication is not None:
+            metrics.watch_replication(replication)
+            self._checks.append(replication_check(replication, settings.replica_max_lag))
 
     async def start(self) -> None:
         """Open the store and recover from any crash. Idempotent: the server calls it before
@@ -250,6 +269,8 @@ class Kernel:
         # stay idle in the pool for good (resident memory).
         self.store.open()
         self._started = True
+        if self.replication is not None:
+            await self.store.defer_checkpoints()
         self.projects.load()
         self.workflows.load()
         self.connections.load()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import shutil
 import tempfile
@@ -10,7 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-CheckName = Literal["database", "data_dir", "disk"]
+from app.metrics import ReplicationStatus
+
+CheckName = Literal["database", "data_dir", "disk", "replication"]
 
 
 @dataclass(frozen=True)
@@ -63,5 +66,27 @@ def free_disk(data_dir: Path, floor_mb: int) -> CheckFn:
             return Check("disk", False, f"cannot stat {data_dir}: {exc.strerror}")
         ok = free_mb >= floor_mb
         return Check("disk", ok, f"{free_mb} MiB free (floor {floor_mb} MiB)")
+
+    return check
+
+
+def replication_check(status: Callable[[], ReplicationStatus], max_lag: float | None) -> CheckFn:
+    """The replica keeps up: reports the lag and last success; fails only when `max_lag`
+    (FOYA_REPLICA_MAX_LAG) is set and exceeded."""
+
+    async def check() -> Check:
+        now = status()
+        last = (
+            dt.datetime.fromtimestamp(now.last_success, dt.UTC).isoformat(timespec="seconds")
+            if now.last_success
+            else "none yet"
+        )
+        detail = (
+            f"{'running' if now.up else 'litestream not running'}, lag {now.lag_seconds:.1f} s, "
+            f"last success {last.replace('+00:00', 'Z')}"
+        )
+        if max_lag is not None:
+            detail += f" (max {max_lag:g} s)"
+        return Check("replication", max_lag is None or now.lag_seconds <= max_lag, detail)
 
     return check

@@ -130,7 +130,7 @@ def _write_verified(
     return member.size
 
 
-def _hold_if_locked(data_dir: Path) -> int | None:
+def hold_if_locked(data_dir: Path) -> int | None:
     """Take the data dir's kernel lock without writing to it; refuse if a kernel holds it."""
     lock = data_dir / LOCK_NAME
     try:
@@ -145,18 +145,18 @@ def _hold_if_locked(data_dir: Path) -> int | None:
     return fd
 
 
-def _nonempty(path: Path) -> bool:
+def nonempty(path: Path) -> bool:
     return path.exists() and (not path.is_dir() or any(path.iterdir()))
 
 
-def _existing_ancestor(path: Path) -> Path:
+def existing_ancestor(path: Path) -> Path:
     while not path.exists():
         path = path.parent
     return path
 
 
 @dataclass
-class _Move:
+class Move:
     """One directory to put in place: staged beside its target (same file system), then
     renamed; undone by renaming back."""
 
@@ -166,7 +166,7 @@ class _Move:
     done: bool = False
 
     def apply(self) -> None:
-        if _nonempty(self.target):
+        if nonempty(self.target):
             self.aside = _aside_name(self.target)
             os.rename(self.target, self.aside)
         elif self.target.is_dir():
@@ -181,6 +181,23 @@ class _Move:
             os.rename(self.target, self.staged)
         if self.aside is not None:
             os.rename(self.aside, self.target)
+
+
+def put_in_place(moves: list[Move]) -> list[str]:
+    """Rename every staged directory into place, or none of them; return notes naming the
+    targets after the first and where each previous target was kept."""
+    # One flush of everything written instead of an fsync per file (half the time of a
+    # restore went there), before anything is renamed into place.
+    os.sync()
+    try:
+        for move in moves:
+            move.apply()
+    except BaseException:
+        for move in reversed(moves):
+            move.undo()  # every target as it was
+        raise
+    notes = [f"restored {m.target}" for m in moves[1:]]
+    return notes + [f"the previous {m.target} is kept at {m.aside}" for m in moves if m.aside]
 
 
 def _aside_name(target: Path) -> Path:
@@ -208,14 +225,14 @@ def restore(
     data_dir = data_dir.resolve()
     notes: list[str] = []
     refusals = []
-    if _nonempty(data_dir) and not replace:
+    if nonempty(data_dir) and not replace:
         refusals.append(f"{data_dir} is not empty; pass --replace to move it aside")
     if refusals and not dry_run:
         raise RestoreRefused(refusals[0])
     lock = None
     if data_dir.is_dir():
         try:
-            lock = _hold_if_locked(data_dir)
+            lock = hold_if_locked(data_dir)
         except RestoreRefused as exc:
             if not dry_run:
                 raise
@@ -223,10 +240,10 @@ def restore(
     # Unpacked on the target's file system, so putting it in place is a rename.
     scratch = Path(
         tempfile.mkdtemp(
-            prefix=f".{data_dir.name}.restore-", dir=_existing_ancestor(data_dir.parent)
+            prefix=f".{data_dir.name}.restore-", dir=existing_ancestor(data_dir.parent)
         )
     )
-    moves: list[_Move] = []
+    moves: list[Move] = []
     try:
         try:
             with tarfile.open(archive, "r:*") as tar:
@@ -242,28 +259,17 @@ def restore(
             manifest["head_seq"],
         ):
             raise RestoreRefused("the database does not match the manifest's schema and head seq")
-        moves.append(_Move(scratch / DATA, data_dir))
+        moves.append(Move(scratch / DATA, data_dir))
         saved_home = scratch / HOME
         if home is not None and saved_home.is_dir():
-            if replace or not _nonempty(home):
-                moves.append(_Move(_stage_beside(saved_home, home), home))
+            if replace or not nonempty(home):
+                moves.append(Move(stage_beside(saved_home, home), home))
             else:
                 notes.append(f"kept your existing {home} (pass --replace to restore the backup's)")
         if dry_run:
             notes += [f"a restore would be refused: {r}" for r in refusals]
         else:
-            # One flush of everything written instead of an fsync per file (half the time of a
-            # restore went there), before anything is renamed into place.
-            os.sync()
-            try:
-                for move in moves:
-                    move.apply()
-            except BaseException:
-                for move in reversed(moves):
-                    move.undo()  # every target as it was
-                raise
-            notes += [f"restored {m.target}" for m in moves[1:]]
-            notes += [f"the previous {m.target} is kept at {m.aside}" for m in moves if m.aside]
+            notes += put_in_place(moves)
         return Report(
             archive,
             None if dry_run else data_dir,
@@ -274,16 +280,22 @@ def restore(
             notes,
         )
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-        for move in moves[1:]:
-            shutil.rmtree(move.staged.parent, ignore_errors=True)
-        if lock is not None:
-            os.close(lock)
+        discard_staging(scratch, moves, lock)
 
 
-def _stage_beside(source: Path, target: Path) -> Path:
+def discard_staging(scratch: Path, moves: list[Move], lock: int | None) -> None:
+    """Remove a restore's scratch directory and the staging of all but the data directory
+    (renamed into place, or never), and release the data directory's lock."""
+    shutil.rmtree(scratch, ignore_errors=True)
+    for move in moves[1:]:
+        shutil.rmtree(move.staged.parent, ignore_errors=True)
+    if lock is not None:
+        os.close(lock)
+
+
+def stage_beside(source: Path, target: Path) -> Path:
     """A copy of `source` in a new directory beside `target` (same file system as `target`)."""
-    base = _existing_ancestor(target.parent)
+    base = existing_ancestor(target.parent)
     staged = Path(tempfile.mkdtemp(prefix=f".{target.name}.restore-", dir=base)) / "tree"
     shutil.copytree(source, staged, symlinks=True)
     return staged
