@@ -101,6 +101,21 @@ NOT_RUN = {
     "same commands on fixtures of each format",
     "import-summary": "the summary of ChatBuddy's documented example backup: "
     "test_cli_imports_a_chatbuddy_backup_once compares it with what `foya import` prints",
+    "replica-sftp-backup-host": "runs on another machine as root; "
+    "tests/test_replica_transports.py serves SFTP with the same authorized_keys line",
+    "replica-sftp-key": "writes /etc/foya as root; test_replica_transports runs the same "
+    "Litestream options",
+    "replica-env": "a root-only file for the systemd service; "
+    "test_systemd_unit_reads_the_replica_env_file_and_takes_the_sftp_drop_in verifies the unit "
+    "with it",
+    "replica-drop-in": "a drop-in for the systemd service; "
+    "test_systemd_unit_reads_the_replica_env_file_and_takes_the_sftp_drop_in verifies it",
+    "replica-s3-env": "a root-only file for the systemd service; tests/test_replica_transports.py "
+    "replicates to a local S3 server with the same variables",
+    "replica-docker": "needs a Docker daemon (none on the test machines)",
+    "replica-drill": "needs the systemd service and a replica machine; "
+    "test_serve_replicates_to_sftp_and_restores_from_it runs foya restore --from-replica "
+    "against a real sshd",
     "backup-systemd": "needs the systemd service and its foya user; the same commands run in "
     "test_backup_and_restore_recipes",
 }
@@ -563,6 +578,8 @@ def test_prometheus_scrapes_the_kernel_as_configured(tls_home: Sandbox) -> None:
             "FoyaDown": "ok",
             "FoyaNotReady": "ok",
             "FoyaBackupStale": "ok",
+            "FoyaReplicationDown": "ok",
+            "FoyaReplicationLagging": "ok",
         }
     finally:
         prometheus.stop()

@@ -129,7 +129,7 @@ def test_unit_keeps_the_required_settings(service: dict[str, list[str]]) -> None
         "StateDirectory": "foya",
         "UMask": "0077",
         "Restart": "on-failure",
-        "TimeoutStopSec": "20s",
+        "TimeoutStopSec": "30s",
         "NoNewPrivileges": "yes",
         "ProtectSystem": "strict",
         "ProtectHome": "yes",
