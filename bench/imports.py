@@ -40,7 +40,7 @@ so slow drift cancels; figures are medians over rounds, wall time, with this pro
    - import: `kernel.imports.upload("foya", archive)` into a fresh kernel: messages/s; the
      imported active history must have as many messages as the source's, or the run fails.
      `app.imports.archive.read` alone is timed too (manifest, SHA-256 of every member, JSON).
-   - baseline, with raw sqlite3 (same pragmas: WAL, synchronous=FULL, foreign_keys=ON) on a
+   - baseline, with raw sqlite3 (the store's pragmas, app.store.db.PRAGMAS) on a
      copy of the same foya.db: SELECT the session's events and write them as JSON lines (the
      stored payload text embedded as is, written in batches) into one ZIP member (DEFLATE level
      1) in a temp file, read back whole ("dump"); open that ZIP and `json.loads` every line
@@ -91,6 +91,7 @@ from app.kernel.ids import new_id
 from app.metrics import Metrics
 from app.settings import Settings
 from app.store import Store
+from app.store.db import PRAGMAS
 from bench.harness import ROOT, Quiet, machine_busy, say, workspace
 from bench.report import Row, at_least, at_most, finish, fs_type, python, rows_of, table, verdicts
 
@@ -109,7 +110,6 @@ EXPORT_RATIO = 5.0  # export / raw dump, ours
 IMPORT_RATIO = 10.0  # import / (raw read back + insert), ours
 BATCH = 1_000
 TEXT_BYTES = 200
-RAW_PRAGMAS = ("PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL", "PRAGMA foreign_keys=ON")
 # The store's events table (app/store/schema.py), for the raw insert.
 EVENTS_TABLE = """
 CREATE TABLE events (
@@ -417,7 +417,7 @@ async def build_source(data_dir: Path, events: int) -> tuple[str, int]:
 
 def raw_connect(path: Path) -> sqlite3.Connection:
     conn = sqlite3.connect(path, isolation_level=None)
-    for pragma in RAW_PRAGMAS:
+    for pragma in PRAGMAS:
         conn.execute(pragma)
     return conn
 

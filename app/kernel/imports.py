@@ -23,11 +23,14 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from pydantic import ConfigDict, with_config
+
 from app import events as k
 from app.artifacts import Artifacts, ImageTooLarge, UnsupportedImage
 from app.errors import BadRequest
 from app.events import EventDraft, FileChange, iso_time
 from app.failpoints import failpoint
+from app.imports import sources
 from app.imports.model import (
     ImportBundle,
     ImportedFileChange,
@@ -50,9 +53,11 @@ from app.text import scrub
 from app.tools.base import change as file_change
 
 
+# Every field is in every answer: the schema says so, although the fields have defaults.
+@with_config(ConfigDict(json_schema_serialization_defaults_required=True))
 @dataclass
 class ImportSummary:
-    """What an import did (the response of `POST /imports` and the CLI's summary)."""
+    """What an import stored and what it skipped (and why): the answer of `POST /imports`."""
 
     source: str
     sessions_created: int = 0
@@ -377,33 +382,27 @@ def _file_change(
     return file_change(cwd / path, change.before, before_mode, change.after, after_mode)
 
 
-UPLOADABLE = ("chatbuddy", "foya", "claude-code", "codex")
+# What `POST /imports` takes (opencode's history is a directory), and the name an upload gets
+# for its parser: the transcript parsers pick their files by name.
+UPLOAD_NAMES = {
+    "chatbuddy": "backup.zip",
+    "foya": "archive.zip",
+    "claude-code": "transcript.jsonl",
+    "codex": "rollout-upload.jsonl",
+}
+UPLOADABLE = tuple(UPLOAD_NAMES)
 
 
 def parse_upload(source: str, data: bytes, passphrase: str | None, scratch: Path) -> ImportBundle:
-    """The bundle an uploaded file holds. Runs in a thread; parsers load on first use."""
-    if source == "chatbuddy":
-        from app.imports import chatbuddy
-
-        # Providers are always read; the caller drops them unless the user asked for keys.
-        return chatbuddy.parse(data, passphrase=passphrase, with_keys=True)
-    if source == "foya":
-        from app.imports import archive
-
-        return archive.read(data)
-    if source in ("claude-code", "codex"):
-        from app.imports import claude_code, codex
-
-        parse = claude_code.parse if source == "claude-code" else codex.parse
-        scratch.mkdir(mode=0o700, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=scratch) as folder:
-            path = Path(folder) / (
-                "transcript.jsonl" if source == "claude-code" else "rollout-upload.jsonl"
-            )
-            path.write_bytes(data)
-            return parse(path)
-    raise BadRequest(
-        f"source must be one of {', '.join(UPLOADABLE)} (opencode's history is a directory: "
-        "import it with `foya import opencode`)",
-        code="invalid_import_source",
-    )
+    """The bundle an uploaded file holds, read from a private temporary file. Runs in a thread."""
+    if source not in UPLOAD_NAMES:
+        raise BadRequest(
+            f"source must be one of {', '.join(UPLOADABLE)} (opencode's history is a "
+            "directory: import it with `foya import opencode`)",
+            code="invalid_import_source",
+        )
+    scratch.mkdir(mode=0o700, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=scratch) as folder:
+        path = Path(folder) / UPLOAD_NAMES[source]
+        path.write_bytes(data)
+        return sources.parse(source, path, passphrase=passphrase)

@@ -28,38 +28,6 @@ CHUNK = 1024 * 1024
 UPLOAD_TIMEOUT = 600.0
 
 
-def parse(
-    source: str,
-    path: Path,
-    *,
-    passphrase: str | None,
-    images_dir: Path | None,
-    progress: Progress | None,
-) -> ImportBundle:
-    """What `path` holds, read with `source`'s parser (model errors for a bad source)."""
-    if source == "chatbuddy":
-        from app.imports import chatbuddy
-
-        return chatbuddy.parse(
-            path.read_bytes(),
-            passphrase=passphrase,
-            images_dir=images_dir,
-            with_keys=True,
-            progress=progress,
-        )
-    if source == "claude-code":
-        from app.imports import claude_code
-
-        return claude_code.parse(path, progress=progress)
-    if source == "codex":
-        from app.imports import codex
-
-        return codex.parse(path, progress=progress)
-    from app.imports import opencode
-
-    return opencode.parse(path, progress=progress)
-
-
 def bundle_file(bundle: ImportBundle, scratch: Path | None = None) -> IO[bytes]:
     """`bundle` as a Foya archive in an unnamed private temporary file, at its start."""
     from app.imports.archive import write_bundle

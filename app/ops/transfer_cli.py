@@ -19,7 +19,6 @@ import typer
 from app.ops.client_cli import Client, client_flags, fail
 from app.ops.progress import Progress
 
-SOURCES = ("chatbuddy", "claude-code", "codex", "opencode", "foya")
 PASSPHRASE_ENV = "FOYA_IMPORT_PASSPHRASE"  # noqa: S105 (a variable name)
 
 
@@ -81,6 +80,8 @@ def import_(
     the same thing again adds only what is new.
     """
     from app.errors import FoyaError
+    from app.imports import sources
+    from app.imports.model import SOURCES
     from app.ops import transfer
 
     if source not in SOURCES:
@@ -97,7 +98,7 @@ def import_(
             if source == "foya":
                 file = path.open("rb")
             else:
-                bundle = transfer.parse(
+                bundle = sources.parse(
                     source, path, passphrase=passphrase, images_dir=images_dir, progress=progress
                 )
                 file = transfer.bundle_file(bundle)

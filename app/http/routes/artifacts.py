@@ -18,20 +18,20 @@ from app.kernel import Kernel
 
 IMMUTABLE = "private, max-age=31536000, immutable"
 _UPLOAD_PATH = re.compile(r"/sessions/[^/]+/artifacts")
-UPLOAD_SCHEMA = {
-    "requestBody": {
-        "required": True,
-        "content": {
-            "multipart/form-data": {
-                "schema": {
-                    "type": "object",
-                    "required": ["file"],
-                    "properties": {"file": {"type": "string", "format": "binary"}},
-                }
-            }
-        },
+
+
+def upload_schema(
+    fields: dict[str, Any] | None = None, required: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """The OpenAPI request body of a multipart upload: the field `file`, and `fields`."""
+    properties = {"file": {"type": "string", "format": "binary"}, **(fields or {})}
+    schema = {"type": "object", "required": ["file", *required], "properties": properties}
+    return {
+        "requestBody": {"required": True, "content": {"multipart/form-data": {"schema": schema}}}
     }
-}
+
+
+UPLOAD_SCHEMA = upload_schema()
 
 
 def is_upload(scope: Scope) -> bool:

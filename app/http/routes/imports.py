@@ -13,62 +13,29 @@ from __future__ import annotations
 
 import re
 from collections.abc import AsyncIterator
-from dataclasses import asdict
-from typing import IO, Annotated, Any, Literal
+from typing import IO, Annotated, Literal
 
 import anyio
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import StreamingResponse
-from pydantic import BaseModel
 from starlette.types import Scope
 
 from app.errors import BadRequest, FoyaError
-from app.http.routes.artifacts import multipart_upload
+from app.http.routes.artifacts import multipart_upload, upload_schema
 from app.kernel import Kernel
+from app.kernel.imports import UPLOADABLE, ImportSummary
 
 _UPLOAD_PATH = re.compile(r"/imports")
 CHUNK = 1024 * 1024
-UPLOAD_SCHEMA = {
-    "requestBody": {
-        "required": True,
-        "content": {
-            "multipart/form-data": {
-                "schema": {
-                    "type": "object",
-                    "required": ["file", "source"],
-                    "properties": {
-                        "file": {"type": "string", "format": "binary"},
-                        "source": {
-                            "type": "string",
-                            "enum": ["chatbuddy", "foya", "claude-code", "codex"],
-                        },
-                        "passphrase": {"type": "string"},
-                        "with_keys": {"type": "boolean"},
-                        "project_id": {"type": "string"},
-                    },
-                }
-            }
-        },
-    }
-}
-
-
-class ImportSummary(BaseModel):
-    """What an import stored and what it skipped (and why)."""
-
-    source: str
-    sessions_created: int
-    sessions_updated: int
-    sessions_unchanged: int
-    messages_imported: int
-    messages_already_present: int
-    images: int
-    file_changes: int
-    rules_created: int
-    connections_created: int
-    session_ids: list[str]
-    skipped: dict[str, int]
-    warnings: list[str]
+UPLOAD_SCHEMA = upload_schema(
+    {
+        "source": {"type": "string", "enum": list(UPLOADABLE)},
+        "passphrase": {"type": "string"},
+        "with_keys": {"type": "boolean"},
+        "project_id": {"type": "string"},
+    },
+    required=("source",),
+)
 
 
 def is_upload(scope: Scope) -> bool:
@@ -100,8 +67,8 @@ def router(kernel: Kernel) -> APIRouter:
     api = APIRouter(tags=["imports"])
     limit = kernel.settings.max_import_mb * 1024 * 1024
 
-    @api.post("/imports", response_model=ImportSummary, openapi_extra=UPLOAD_SCHEMA)
-    async def import_archive(request: Request) -> Any:
+    @api.post("/imports", openapi_extra=UPLOAD_SCHEMA)
+    async def import_archive(request: Request) -> ImportSummary:
         """Import a ChatBuddy backup, a Foya export or one agent-CLI transcript."""
         too_large = FoyaError(
             f"the archive is larger than {limit // (1024 * 1024)} MiB (FOYA_MAX_IMPORT_MB)",
@@ -115,14 +82,13 @@ def router(kernel: Kernel) -> APIRouter:
             too_large=too_large,
             missing=BadRequest("send the archive in a multipart field named file"),
         )
-        summary = await kernel.imports.upload(
+        return await kernel.imports.upload(
             fields.get("source", ""),
             data,
             passphrase=fields.get("passphrase") or None,
             with_keys=_flag(fields, "with_keys"),
             project_id=fields.get("project_id") or None,
         )
-        return asdict(summary)
 
     @api.get(
         "/sessions/{session_id}/export",
