@@ -33,19 +33,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from app.errors import FoyaError
+from app.files import LOCK_NAME
+from app.metrics import BACKUP_STATUS_FILE
+from app.store import DB_NAME
 from app.store.db import REPLICATED_AUTOCHECKPOINT
 
 FILES_DB = "replica-files.db"
 #: Files larger than this are left out (SQLite's blobs stop at 1 GB); `SyncStats.skipped`.
 MAX_FILE = 512 * 1024 * 1024
 _LIVE = frozenset(
-    {"kernel.lock", "kernel.sock", "kernel.log", "backup-status.json", "exports", "replica"}
-    | {
-        f"{db}{suffix}"
-        for db in ("foya.db", FILES_DB)
-        for suffix in ("", "-wal", "-shm", "-journal")
-    }
-    | {".foya.db-litestream", f".{FILES_DB}-litestream"}
+    {LOCK_NAME, "kernel.sock", "kernel.log", BACKUP_STATUS_FILE, "exports", "replica"}
+    | {f"{db}{suffix}" for db in (DB_NAME, FILES_DB) for suffix in ("", "-wal", "-shm", "-journal")}
+    | {f".{DB_NAME}-litestream", f".{FILES_DB}-litestream"}
 )
 _PARTIAL = re.compile(r"\..*\.partial(\.d)?")
 _SCHEMA = """
