@@ -162,22 +162,32 @@ def socket_path(data_dir: Path) -> Path:
     return path
 
 
+def databases(
+    url: str, options: dict[str, Any], db: Path, files_db: Path, **extra: Any
+) -> list[dict[str, Any]]:
+    """Litestream's `dbs`: the database `db` replicated to `<url>/db` and the files snapshot
+    `files_db` to `<url>/files`, each replica with `options` (`replica_options`) and `extra`."""
+    urls = replica_urls(url)
+    return [
+        {"path": str(path), "replica": {"url": urls[name], **extra, **options}}
+        for name, path in (("db", db), ("files", files_db))
+    ]
+
+
 def write_config(settings: Settings, url: str) -> Path:
     """Write `<data-dir>/replica/litestream.yml` (0600, directory 0700) for both databases."""
     data_dir = settings.data_dir
-    options = replica_options(url, settings)
-    urls = replica_urls(url)
     config = {
         "socket": {"enabled": True, "path": str(socket_path(data_dir)), "permissions": 0o600},
         "logging": {"level": "info", "type": "json", "stderr": True},
         "shutdown-sync-timeout": SHUTDOWN_SYNC_TIMEOUT,
-        "dbs": [
-            {
-                "path": str(data_dir / db),
-                "replica": {"url": urls[name], "sync-interval": SYNC_INTERVAL, **options},
-            }
-            for name, db in (("db", DB_NAME), ("files", FILES_DB))
-        ],
+        "dbs": databases(
+            url,
+            replica_options(url, settings),
+            data_dir / DB_NAME,
+            data_dir / FILES_DB,
+            **{"sync-interval": SYNC_INTERVAL},
+        ),
     }
     path = data_dir / REPLICA_DIR / CONFIG_NAME
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)

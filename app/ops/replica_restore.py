@@ -122,15 +122,7 @@ def restore_from_replica(
         db, files_db = staged / DB_NAME, scratch / FILES_DB
         urls = replica_config.replica_urls(url)
         config = scratch / "litestream.yml"
-        write_json_atomic(
-            config,
-            {
-                "dbs": [
-                    {"path": str(path), "replica": {"url": urls[name], **options}}
-                    for name, path in (("db", db), ("files", files_db))
-                ]
-            },
-        )
+        write_json_atomic(config, {"dbs": replica_config.databases(url, options, db, files_db)})
         runner = _Litestream(binary, config, url, timestamp)
         say(f"restoring {DB_NAME} from {replica_config.redact(urls['db'])}")
         runner.restore(db, urls["db"])
