@@ -68,7 +68,7 @@ def test_a_saved_connection_lends_its_key_for_its_own_base_url(agent: Agent) -> 
         ({"auth_kind": "oauth_subscription"}, 400, "unsupported_auth_kind"),
         ({"type": "audio"}, 400, "bad_request"),
         ({"api_key": "é"}, 400, "bad_request"),
-        ({"surprise": True}, 400, "bad_request"),
+        ({"models_cached": [True]}, 400, "bad_request"),
     ],
 )
 def test_bad_requests(agent: Agent, body: dict[str, object], status: int, code: str) -> None:

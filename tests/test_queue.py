@@ -197,7 +197,7 @@ def test_queue_item_errors(agent: Agent) -> None:
     assert_error(
         s.client.patch(f"{path}/{item['id']}", json={"message": "  "}), 400, "invalid_queue_message"
     )
-    assert_error(s.client.patch(f"{path}/{item['id']}", json={"bogus": 1}), 400, "bad_request")
+    assert_error(s.client.patch(f"{path}/{item['id']}", json={"position": "x"}), 400, "bad_request")
     assert queue_texts(s) == ["A"]
 
 

@@ -7,6 +7,10 @@
 Without `--openapi` the document comes from the app itself (`app.main.create_app`, no server and
 no network): the same one `GET /openapi.json` serves. The output depends on nothing else, so a
 check in CI finds a reference that no longer matches the code.
+
+What a route does with unknown fields of its JSON body (refused or ignored, as Foya's handler
+does) is read from the body model's schema (`x-unknown-fields`, which `app/bodies.py` derives
+from the model's config), listed in one table and repeated under each route.
 """
 
 from __future__ import annotations
@@ -25,6 +29,9 @@ OUTPUT = REPO / "docs" / "api.md"
 COMMAND = "python -m tools.apidoc"
 METHODS = ("get", "put", "post", "patch", "delete", "head", "options", "trace")
 REF = "#/components/schemas/"
+# Where a body model's schema says what its route does with unknown fields (app/bodies.py).
+POLICY_KEY = "x-unknown-fields"
+POLICY_TEXT = {"refused": "refused (400 `bad_request`)", "ignored": "ignored"}
 
 Schema = dict[str, Any]
 
@@ -135,6 +142,28 @@ def operations(doc: Schema) -> Iterator[tuple[str, str, Schema]]:
                 yield method.upper(), path, item[method]
 
 
+def resolved(schema: Schema, schemas: Schema) -> Schema:
+    """`schema`, or the component it refers to; an optional body (`X or null`) as `X`."""
+    if "$ref" in schema:
+        return dict(schemas.get(str(schema["$ref"]).removeprefix(REF), {}))
+    for key in ("anyOf", "oneOf"):
+        kept = [s for s in schema.get(key, []) if s.get("type") != "null"]
+        if len(kept) == 1:
+            return resolved(kept[0], schemas)
+    return schema
+
+
+def body_policy(op: Schema, schemas: Schema) -> str | None:
+    """What `op` does with unknown fields of its JSON body (None: no JSON body, or a schema
+    that does not say)."""
+    content = op.get("requestBody", {}).get("content", {})
+    schema = content.get("application/json", {}).get("schema")
+    if schema is None:
+        return None
+    policy = resolved(schema, schemas).get(POLICY_KEY)
+    return POLICY_TEXT.get(str(policy)) if policy is not None else None
+
+
 def body_of(content: Schema) -> str:
     """What a request or response carries: its schema per media type."""
     shown = []
@@ -144,7 +173,7 @@ def body_of(content: Schema) -> str:
     return ", ".join(shown) or "—"
 
 
-def render_operation(method: str, path: str, op: Schema) -> list[str]:
+def render_operation(method: str, path: str, op: Schema, schemas: Schema) -> list[str]:
     lines = [f'<a id="{operation_anchor(method, path)}"></a>', f"### `{method} {path}`", ""]
     summary, description = op.get("summary", ""), op.get("description", "")
     lines += [f"**{summary}.** {description}".rstrip() if summary else description, ""]
@@ -162,6 +191,9 @@ def render_operation(method: str, path: str, op: Schema) -> list[str]:
     if body:
         need = "required" if body.get("required") else "optional"
         lines += [f"Request body ({need}): {body_of(body.get('content', {}))}", ""]
+        policy = body_policy(op, schemas)
+        if policy:
+            lines += [f"Unknown fields in the body: {policy}.", ""]
     lines += ["| status | body | meaning |", "|---|---|---|"]
     for status, response in op.get("responses", {}).items():
         shown = body_of(response.get("content", {}))
@@ -186,11 +218,36 @@ def render_schema(name: str, schema: Schema) -> list[str]:
             lines += ["Other fields are refused (400).", ""]
         elif extra is True:
             lines += ["Other fields are kept as sent.", ""]
+        elif schema.get(POLICY_KEY) == "ignored":
+            lines += ["Other fields are ignored.", ""]
     else:
         lines += [f"Type: {type_of(schema)}.", ""]
     for example in schema.get("examples", []):
         lines += ["```json", json.dumps(example, ensure_ascii=False), "```", ""]
     return lines
+
+
+def render_policies(ops: Iterator[tuple[str, str, Schema]], schemas: Schema) -> list[str]:
+    """The table of what each route with a JSON body does with fields it does not know."""
+    rows = [
+        f"| [`{method} {path}`](#{operation_anchor(method, path)}) | {policy} |"
+        for method, path, op in ops
+        if (policy := body_policy(op, schemas))
+    ]
+    if not rows:
+        return []
+    return [
+        "",
+        "## Unknown fields in request bodies",
+        "",
+        "As Foya's own handlers decode them: where Foya refuses a field it does not know, so "
+        "does this kernel; elsewhere such fields (the read-only ones a client echoes back, such "
+        "as `id` or `has_api_key`) are ignored. A known field of the wrong type is always 400.",
+        "",
+        "| route | unknown fields |",
+        "|---|---|",
+        *rows,
+    ]
 
 
 def render(doc: Schema) -> str:
@@ -218,13 +275,14 @@ def render(doc: Schema) -> str:
     for tag, ops in by_tag.items():
         links = ", ".join(f"[`{m} {p}`](#{operation_anchor(m, p)})" for m, p, _ in ops)
         lines.append(f"- **{tag}**: {links}")
+    lines += render_policies(operations(doc), schemas)
     lines += ["", "## Schemas", ""]
     lines.append(", ".join(f"[{name}](#{schema_anchor(name)})" for name in sorted(schemas)))
     lines.append("")
     for tag, ops in by_tag.items():
         lines += [f"## {tag}", ""]
         for method, path, op in ops:
-            lines += render_operation(method, path, op)
+            lines += render_operation(method, path, op, schemas)
     lines += ["## Schemas in detail", ""]
     for name in sorted(schemas):
         lines += render_schema(name, schemas[name])

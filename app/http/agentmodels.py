@@ -1,5 +1,5 @@
 """Request bodies of the sub-agent routes (reference §1 "Sub-agents"), as Foya's handlers decode
-them, with unknown fields refused (Foya's start and wait handlers ignore them). Values the
+them: unknown fields are ignored by start and wait and refused by the limits. Values the
 kernel checks with its own code (an empty task: 400 `agent_run_failed`; limits out of range:
 400 `agent_limits_update_failed`) reach it; wrong JSON types are 400 `bad_request`.
 """
@@ -10,10 +10,10 @@ from typing import Literal
 
 from pydantic import Field
 
-from app.http.models import NonNegative, SqlInt, Strict
+from app.http.models import Lenient, NonNegative, SqlInt, Strict
 
 
-class AgentContext(Strict):
+class AgentContext(Lenient):
     """Which of the parent's messages the child gets (app.kernel.agents.package)."""
 
     mode: Literal["", "none", "selected", "summary", "last_n_turns"] | None = None
@@ -21,7 +21,7 @@ class AgentContext(Strict):
     last_turns: NonNegative | None = None
 
 
-class StartAgent(Strict):
+class StartAgent(Lenient):
     task: str = ""
     agent_ref: str | None = None
     root_run_id: str | None = None
@@ -29,7 +29,7 @@ class StartAgent(Strict):
     context: AgentContext | None = None
 
 
-class WaitAgents(Strict):
+class WaitAgents(Lenient):
     ids: list[str] = Field(default_factory=list, max_length=256)
     mode: Literal["", "all", "any"] | None = None
 

@@ -1,23 +1,24 @@
 """Request bodies of the question and browser-action routes (reference §1 "Approvals,
 questions, browser"), as Foya's handlers decode them: every field may be absent or null (a
-browser client sends its empty fields as null). Unlike Foya, unknown fields are refused in both.
+browser client sends its empty fields as null). Unknown fields are ignored in answers and refused
+in browser-action results, as Foya's handlers do.
 """
 
 from __future__ import annotations
 
 from typing import Any, cast
 
-from app.http.models import NonNegative, Strict
+from app.http.models import Lenient, NonNegative, Strict
 from app.kernel.interactions import Answer
 from app.kernel.interactions.browser import ActionResult
 
 
-class QuestionAnswer(Strict):
+class QuestionAnswer(Lenient):
     question_id: str | None = None
     value: str | None = None
 
 
-class AnswerQuestions(Strict):
+class AnswerQuestions(Lenient):
     """`answers`: one per question of the batch, in any order."""
 
     answers: list[QuestionAnswer] | None = None

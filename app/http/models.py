@@ -1,4 +1,8 @@
-"""Request and response models of the wire surface (reference §1). Writes reject unknown fields.
+"""Request and response models of the wire surface (reference §1).
+
+Every request body derives from `Strict` (unknown fields refused) or `Lenient` (ignored), as the
+Go handler of its route decodes it (`app/bodies.py`); they are re-exported here for the HTTP
+layer's models.
 
 Every integer a client sends is bounded to SQLite's INTEGER range (`SqlInt`, `NonNegative`): a
 larger one would raise OverflowError when bound to a statement, a 500 instead of a 400. String
@@ -9,9 +13,12 @@ while an invalid value still reaches the kernel and gets that code.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+from pydantic import Field, WithJsonSchema
+
+from app.bodies import Lenient as Lenient
+from app.bodies import Strict as Strict
 
 # SQLite INTEGER is a signed 64-bit integer. `lt=2**63` rather than `le=2**63 - 1`: FastAPI's
 # OpenAPI models hold bounds as floats, and 2**63 survives that round trip exactly.
@@ -29,16 +36,6 @@ def one_of(*values: str) -> WithJsonSchema:
 
 ReasoningEffort = Annotated[str, one_of("", "low", "medium", "high")]
 ApprovalMode = Annotated[str, one_of("manual", "auto", "full_access")]
-
-
-class Strict(BaseModel):
-    """A request body: unknown fields are a 400 `bad_request`."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    def given(self) -> dict[str, Any]:
-        """Only the fields the client sent."""
-        return self.model_dump(exclude_unset=True)
 
 
 class CreateSession(Strict):
@@ -59,7 +56,7 @@ class ForkSession(Strict):
     through_seq: NonNegative | None = None
 
 
-class CreateProject(Strict):
+class CreateProject(Lenient):
     path: str
     name: str | None = None
 
@@ -69,34 +66,40 @@ class UpdateProject(Strict):
     pinned: bool | None = None
 
 
-class UpdateQueueItem(Strict):
+class UpdateQueueItem(Lenient):
     message: str | None = None
     position: NonNegative | None = None
 
 
-class Decision(Strict):
+class Decision(Lenient):
     request_id: str | None = None
     decision: Annotated[str, one_of("approved", "approved_for_session", "denied")]
 
 
-class ModelSettings(BaseModel):
-    """A model's settings on a connection; fields beyond these are kept as sent."""
-
-    model_config = ConfigDict(extra="allow")
+class ModelSettings(Lenient):
+    """A model's settings on a connection (Foya's set); the ones given are stored as sent."""
 
     context_window: NonNegative | None = None
     max_input_tokens: NonNegative | None = None
     max_output_tokens: NonNegative | None = None
     image_input: bool | None = None
+    image_generation: bool | None = None
+    video_generation: bool | None = None
+    audio_generation: bool | None = None
     tool_calling: bool | None = None
+    web_search: bool | None = None
     reasoning_efforts: list[ReasoningEffort] | None = None
 
 
-class ConnectionIn(Strict):
-    """A connection to create, or the fields to change (`null` means "not given")."""
+class ConnectionIn(Lenient):
+    """A connection to create, or the fields to change (`null` means "not given"). The desktop
+    sends the whole connection it read: `id` and `has_api_key` are read-only and ignored."""
 
     name: str | None = None
     type: Literal["language", "image", "video"] | None = None
+    video_protocol: Annotated[str, one_of("seedance", "minimax_h3")] | None = Field(
+        None, description="Video connections only, and required there."
+    )
     kind: Annotated[str, one_of("openai")] | None = None
     auth_kind: Annotated[str, one_of("api_key")] | None = None
     base_url: Annotated[str, Field(description="An http(s) URL; empty for the default.")] | None = (
@@ -111,6 +114,9 @@ class ConnectionIn(Strict):
         | None
     ) = None
     model_settings: dict[str, ModelSettings] | None = None
+    models_cached: (
+        Annotated[bool, Field(description="The client's flag that `models` is its catalog.")] | None
+    ) = None
 
 
 class ModelChoice(Strict):

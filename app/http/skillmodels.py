@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pydantic import StrictBool
 
-from app.http.models import Strict
+from app.http.models import Lenient
 
 
-class SkillEnableRequest(Strict):
+class SkillEnableRequest(Lenient):
     enabled: StrictBool
 
 
-class SkillPinnedRequest(Strict):
+class SkillPinnedRequest(Lenient):
     pinned: StrictBool

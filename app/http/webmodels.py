@@ -1,8 +1,9 @@
 """Request and response models of `/web-search` and `POST /connections/discover-models`.
 
-Writes reject unknown fields, but accept what a client read back: `has_api_key` on a search
-provider, and every field of a connection on discovery (only those that say where and how to
-ask are used).
+Unknown fields are ignored, as Foya's handlers do (discovery has no Foya handler: its body is
+the client's connection, so it takes the connection routes' policy). The fields a client read
+back are declared: `has_api_key` on a search provider, and every field of a connection on
+discovery (only those that say where and how to ask are used).
 """
 
 from __future__ import annotations
@@ -11,13 +12,13 @@ from typing import Annotated
 
 from pydantic import BaseModel, Field
 
-from app.http.models import ModelSettings, SqlInt, Strict, one_of
+from app.http.models import Lenient, ModelSettings, SqlInt, one_of
 from app.kernel.web.config import KINDS
 
 ApiKey = Annotated[str, Field(description="Write-only: reads say `has_api_key` instead.")]
 
 
-class SearchProviderIn(Strict):
+class SearchProviderIn(Lenient):
     id: Annotated[str, Field(description="Default: `search-<n>` by position.")] | None = None
     kind: Annotated[str, one_of(*KINDS)] = ""
     name: str | None = None
@@ -28,7 +29,7 @@ class SearchProviderIn(Strict):
     endpoint: Annotated[str, Field(description="An http(s) URL (SearXNG: required).")] | None = None
 
 
-class WebSearchIn(Strict):
+class WebSearchIn(Lenient):
     """The whole settings: they replace the stored ones."""
 
     enabled: bool = False
@@ -52,7 +53,7 @@ class WebSearchOut(BaseModel):
     providers: list[SearchProviderOut]
 
 
-class WebSearchTestIn(Strict):
+class WebSearchTestIn(Lenient):
     provider_id: Annotated[str, Field(description="A provider's id, or `duckduckgo`.")] = ""
     query: str = ""
 
@@ -65,7 +66,7 @@ class SearchResultOut(BaseModel):
     rank: int
 
 
-class DiscoverModelsIn(Strict):
+class DiscoverModelsIn(Lenient):
     """A connection, saved or not: `base_url` and `api_key` say where to ask; `id` names a
     saved one whose key is used when none is given (for the same `base_url`)."""
 

@@ -14,6 +14,10 @@ Rules (Foya's, except where noted):
   replaces models and model_settings and moves the connection to position 0).
 - A new `base_url` without a new `api_key` drops the stored key (Foya keeps it): a key is never
   sent to a host it was not given for.
+- `video_protocol` (`seedance` or `minimax_h3`) is required on a `video` connection and refused
+  on the others; a connection that stops being `video` loses it. `GET` leaves it out when empty.
+- `models_cached` is the client's flag (Foya's desktop sets it once it has imported models and
+  then reads `models` instead of asking the provider): stored as sent, `false` until sent.
 - `base_url` is empty or an http(s) URL in printable ASCII; `api_key` is printable ASCII (it
   travels in a header). A record in the file that breaks these (edited by hand) is skipped with a
   log line instead of breaking every listing.
@@ -44,6 +48,8 @@ from app.text import scrub
 
 ConnectionType = Literal["language", "image", "video"]
 TYPES: tuple[ConnectionType, ...] = ("language", "image", "video")
+VideoProtocol = Literal["seedance", "minimax_h3"]
+VIDEO_PROTOCOLS: tuple[VideoProtocol, ...] = ("seedance", "minimax_h3")
 PURPOSES = ("language", "fast", "image", "video")
 # Given as "" they keep the current value on PATCH (Foya's rule).
 _KEEP_IF_EMPTY = ("name", "type", "kind", "auth_kind", "base_url", "api_key")
@@ -68,11 +74,13 @@ class Connection(TypedDict):
     id: str
     name: str
     type: ConnectionType
+    video_protocol: NotRequired[VideoProtocol]
     kind: str
     auth_kind: str
     base_url: str
     has_api_key: bool
     models: list[str]
+    models_cached: bool
     sort_order: int
     model_settings: dict[str, dict[str, Any]]
 
@@ -86,7 +94,7 @@ class Models(TypedDict):
 
 def public(connection: dict[str, Any]) -> Connection:
     """The connection as clients see it: never the key."""
-    return {
+    shown: Connection = {
         "id": connection["id"],
         "name": connection["name"],
         "type": connection["type"],
@@ -95,9 +103,25 @@ def public(connection: dict[str, Any]) -> Connection:
         "base_url": connection["base_url"],
         "has_api_key": bool(connection.get("api_key")),
         "models": connection["models"],
+        "models_cached": bool(connection.get("models_cached")),
         "sort_order": connection["sort_order"],
         "model_settings": connection["model_settings"],
     }
+    protocol = video_protocol(connection)
+    if protocol is not None:
+        shown["video_protocol"] = protocol
+    return shown
+
+
+def video_protocol(connection: dict[str, Any]) -> VideoProtocol | None:
+    """The protocol a `video` connection speaks; None for the other types."""
+    protocol = connection.get("video_protocol")
+    if connection.get("type") != "video":
+        return None
+    for known in VIDEO_PROTOCOLS:
+        if protocol == known:
+            return known
+    return None
 
 
 def _printable_ascii(value: str) -> bool:
@@ -164,6 +188,18 @@ def _check(fields: dict[str, Any]) -> None:
         check_api_key(fields["api_key"])
     if "model_settings" in fields:
         check_model_settings(fields["model_settings"])
+    if fields.get("video_protocol", "") not in ("", *VIDEO_PROTOCOLS):
+        raise BadRequest(f"video_protocol: must be one of {', '.join(VIDEO_PROTOCOLS)}")
+
+
+def _check_video_protocol(connection: dict[str, Any]) -> None:
+    """A `video` connection says which protocol it speaks; no other connection has one."""
+    if connection["type"] == "video" and not connection["video_protocol"]:
+        raise BadRequest(
+            f"video_protocol: a video connection needs one ({' or '.join(VIDEO_PROTOCOLS)})"
+        )
+    if connection["type"] != "video" and connection["video_protocol"]:
+        raise BadRequest("video_protocol: only a video connection has one")
 
 
 def _normalized(raw: Any) -> dict[str, Any] | None:
@@ -188,6 +224,7 @@ def _normalized(raw: Any) -> dict[str, Any] | None:
         "base_url": text("base_url", ""),
         "api_key": text("api_key", ""),
         "models": [m for m in _list(raw.get("models")) if isinstance(m, str)],
+        "models_cached": raw.get("models_cached") is True,
         "sort_order": raw.get("sort_order") if type(raw.get("sort_order")) is int else 0,
         "model_settings": {
             k: v for k, v in (raw.get("model_settings") or {}).items() if isinstance(v, dict)
@@ -195,6 +232,10 @@ def _normalized(raw: Any) -> dict[str, Any] | None:
         if isinstance(raw.get("model_settings"), dict)
         else {},
     }
+    # A video connection stored without one (made before protocols) is kept: a PATCH fixes it.
+    record["video_protocol"] = (
+        video_protocol({**record, "video_protocol": raw.get("video_protocol")}) or ""
+    )
     try:
         _check(record)
     except BadRequest as exc:
@@ -297,9 +338,12 @@ class Connections:
             "auth_kind": "api_key",
             "base_url": fields.get("base_url", ""),
             "api_key": fields.get("api_key", ""),
+            "video_protocol": fields.get("video_protocol", ""),
             "models": list(fields.get("models") or []),
+            "models_cached": bool(fields.get("models_cached")),
             "model_settings": dict(fields.get("model_settings") or {}),
         }
+        _check_video_protocol(connection)
         async with self._lock:
             ordered = self.all()
             ordered.insert(_position(fields.get("sort_order"), len(ordered)), connection)
@@ -323,6 +367,10 @@ class Connections:
             changed = {**current, **fields}
             if changed["base_url"] != current["base_url"] and "api_key" not in fields:
                 changed["api_key"] = ""
+            if changed["type"] != "video" and "video_protocol" not in fields:
+                changed["video_protocol"] = ""
+            if "type" in fields or "video_protocol" in fields:
+                _check_video_protocol(changed)
             ordered = [c for c in self.all() if c["id"] != connection_id]
             at = current["sort_order"] if moved_to is None else moved_to
             ordered.insert(_position(at, len(ordered)), changed)

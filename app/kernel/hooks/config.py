@@ -8,8 +8,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, WithJsonSchema
+from pydantic import ConfigDict, Field, TypeAdapter, ValidationError, WithJsonSchema
 
+from app.bodies import Strict
 from app.errors import BadRequest, FoyaError
 
 EVENTS = (
@@ -42,10 +43,11 @@ class HooksUnreadable(FoyaError):
     code = "context_item_failed"
 
 
-class Hook(BaseModel):
-    """One configured command. Empty or default fields are left out when written or served."""
+class Hook(Strict):
+    """One configured command. Empty or default fields are left out when written or served;
+    unknown fields are refused, as Foya's hooks handler does."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(strict=True)
 
     id: str = ""
     name: str = ""
