@@ -138,7 +138,9 @@ ENUMS = {
     ("Rewound", "status"): ["confirmation_required", "rewound"],
     ("Resolved", "status"): ["resolved"],
     ("Attachment", "kind"): ["image"],
-    ("WorkspaceEntry", "kind"): ["dir", "file", "other"],
+    ("DirectoryEntry", "kind"): ["dir", "file", "other"],
+    ("SessionWorkspace", "kind"): ["project", "managed"],
+    ("CreateWorkspaceEntry", "kind"): ["file", "directory"],
     ("Readiness", "status"): ["ready"],
     ("CheckOut", "name"): ["database", "data_dir", "disk", "replication"],
 }

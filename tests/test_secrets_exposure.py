@@ -124,7 +124,7 @@ def test_the_workspace_routes_refuse_foya_data_and_secrets(
 
 @pytest.mark.parametrize("path", [".config/foya", "data-link", ".foya", ".config/foya/artifacts"])
 def test_listing_a_protected_directory_is_refused(home: Home, path: str) -> None:
-    response = home.s.client.get(f"/sessions/{home.s.id}/workspace", params={"path": path})
+    response = home.s.client.get(f"/sessions/{home.s.id}/workspace/entries", params={"path": path})
     assert_error(response, 400, "invalid_workspace_path")
 
 
@@ -132,10 +132,10 @@ def test_ordinary_files_beside_them_stay_readable_and_listed(home: Home) -> None
     for path, text in (("notes.txt", "ordinary\n"), ("tls/readme.txt", "not a secret\n")):
         response = file_get(home, path)
         assert response.status_code == 200, response.text
-        assert response.json()["content"] == text
+        assert response.json() == text
     listed = home.s.client.get(f"/sessions/{home.s.id}/workspace/files")
     assert listed.status_code == 200, listed.text
-    files = listed.json()["files"]
+    files = [e["path"] for e in listed.json()]
     assert "notes.txt" in files and "tls/readme.txt" in files
     assert not [f for f in files if f.startswith((".config/foya/", ".foya/"))], files
     assert not {"tls/key.pem", "tls/cert.pem", "token.sha256"} & set(files)

@@ -1,9 +1,14 @@
-"""Workspace browsing over HTTP (reference §1 "Workspace"): listing, file list, text and raw reads.
+"""Workspace browsing over HTTP (reference §1 "Workspace"): the session's workspace, directory
+listings, the tree, text and raw reads.
 
 A real kernel on a Unix socket; each test writes straight into its session's managed workspace
 (`<data-dir>/workspaces/<session>`) and reads it back through the routes. Paths that leave the
 workspace — `..`, absolute paths, NUL bytes, symbolic links pointing outside — must be refused with
 `invalid_workspace_path` and must never return the outside file's content.
+
+The answers are the desktop client's shapes (`SessionWorkspace`, `WorkspaceEntry[]`, the file's
+text as a JSON string); the directory listing, beyond Foya, is `GET …/workspace/entries`.
+Creating, renaming and deleting entries: tests/test_workspace_entries.py.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from streams_helpers import assert_error
 MIB = 1024 * 1024
 STAMP = 1_700_000_000  # 2023-11-14T22:13:20Z
 STAMP_ISO = "2023-11-14T22:13:20.000000Z"
+TEXT_LIMIT = 2 * MIB
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
@@ -78,7 +84,7 @@ def test_listing_puts_directories_first(s: Session) -> None:
     for name in ("b.txt", "a.md", "zdir", "adir"):
         os.utime(s.workspace / name, (STAMP, STAMP))
 
-    body = ok(get(s, "workspace"))
+    body = ok(get(s, "workspace/entries"))
     assert body["root"] == str(s.workspace)
     assert body["path"] == ""
     assert body["truncated"] is False
@@ -106,31 +112,43 @@ def test_listing_puts_directories_first(s: Session) -> None:
 def test_listing_of_a_subdirectory(s: Session) -> None:
     write(s, "src/pkg/mod.py", "x = 1\n")
     write(s, "src/main.py", "print(1)\n")
-    body = ok(get(s, "workspace", path="src"))
+    body = ok(get(s, "workspace/entries", path="src"))
     assert body["path"] == "src"
     assert [(e["name"], e["path"], e["kind"]) for e in body["entries"]] == [
         ("pkg", "src/pkg", "dir"),
         ("main.py", "src/main.py", "file"),
     ]
-    nested = ok(get(s, "workspace", path="src/pkg"))
+    nested = ok(get(s, "workspace/entries", path="src/pkg"))
     assert [e["path"] for e in nested["entries"]] == ["src/pkg/mod.py"]
     # `..` that stays inside is fine and reported as the normalized path
-    assert ok(get(s, "workspace", path="src/pkg/.."))["path"] == "src"
+    assert ok(get(s, "workspace/entries", path="src/pkg/.."))["path"] == "src"
 
 
 def test_listing_of_an_empty_workspace(s: Session) -> None:
-    body = ok(get(s, "workspace"))
+    body = ok(get(s, "workspace/entries"))
     assert body["entries"] == [] and body["truncated"] is False
 
 
 def test_listing_of_a_missing_directory_is_404(s: Session) -> None:
-    assert_error(get(s, "workspace", path="nope"), 404, "file_not_found")
+    assert_error(get(s, "workspace/entries", path="nope"), 404, "not_found")
 
 
 # -------------------------------------------------------------------------------------- files
 
 
-def test_files_lists_every_file_sorted_without_git_or_links(s: Session, secret: Path) -> None:
+def tree(s: Session) -> list[dict[str, Any]]:
+    response = get(s, "workspace/files")
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert isinstance(body, list)
+    for entry in body:  # the client's `WorkspaceEntry`: exactly these fields, these types
+        assert set(entry) == {"path", "name", "is_dir"}, entry
+        assert isinstance(entry["path"], str) and isinstance(entry["name"], str)
+        assert isinstance(entry["is_dir"], bool)
+    return list(body)
+
+
+def test_files_is_the_tree_depth_first_without_git_or_links(s: Session, secret: Path) -> None:
     write(s, "z.txt", "z")
     write(s, "a/b/c.txt", "c")
     write(s, "a/a.txt", "a")
@@ -138,78 +156,81 @@ def test_files_lists_every_file_sorted_without_git_or_links(s: Session, secret: 
     write(s, ".hidden", "h")
     write(s, ".git/HEAD", "ref: refs/heads/main\n")
     write(s, "sub/.git/config", "[core]\n")
+    write(s, "web/node_modules/left-pad/index.js", "module.exports = 1\n")
+    write(s, "dist/out.js", "1\n")
     (s.workspace / "empty").mkdir()
     os.symlink("z.txt", s.workspace / "to-z")
     os.symlink(secret, s.workspace / "outdir")
     os.symlink(secret / "secret.txt", s.workspace / "outfile")
+    os.mkfifo(s.workspace / "pipe")
 
-    body = ok(get(s, "workspace/files"))
-    assert body == {
-        "root": str(s.workspace),
-        "files": [".hidden", "B.txt", "a/a.txt", "a/b/c.txt", "z.txt"],
-        "truncated": False,
-    }
+    # Foya's order: each directory's entries by lower-cased name, a directory's contents
+    # right after it; directories are entries too.
+    assert [(e["path"], e["name"], e["is_dir"]) for e in tree(s)] == [
+        (".hidden", ".hidden", False),
+        ("a", "a", True),
+        ("a/a.txt", "a.txt", False),
+        ("a/b", "b", True),
+        ("a/b/c.txt", "c.txt", False),
+        ("B.txt", "B.txt", False),
+        ("empty", "empty", True),
+        ("sub", "sub", True),
+        ("web", "web", True),
+        ("z.txt", "z.txt", False),
+    ]
 
 
 def test_files_of_an_empty_workspace(s: Session) -> None:
-    assert ok(get(s, "workspace/files"))["files"] == []
+    assert tree(s) == []
+
+
+def test_the_session_workspace_is_managed(s: Session) -> None:
+    body = ok(get(s, "workspace"))
+    assert body == {"kind": "managed", "name": "Workspace", "path": str(s.workspace)}
 
 
 # --------------------------------------------------------------------------------------- file
 
 
+def text_of(s: Session, path: str) -> str:
+    """The file route's answer: the text itself, as a JSON string (what the client reads)."""
+    response = get(s, "workspace/file", path=path)
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"] == "application/json"
+    body = response.json()
+    assert isinstance(body, str)
+    return body
+
+
 def test_a_text_file(s: Session) -> None:
     text = "héllo, wörld ✓\nsecond line\n"
     write(s, "docs/readme.txt", text)
-    body = ok(get(s, "workspace/file", path="docs/readme.txt"))
-    assert body == {
-        "path": "docs/readme.txt",
-        "size": len(text.encode()),
-        "media_type": "text/plain",
-        "binary": False,
-        "content": text,
-        "truncated": False,
-    }
+    assert text_of(s, "docs/readme.txt") == text
 
 
 def test_an_empty_file_is_text(s: Session) -> None:
     write(s, "empty.py", b"")
-    body = ok(get(s, "workspace/file", path="empty.py"))
-    assert body["content"] == "" and body["binary"] is False and body["size"] == 0
-    assert body["media_type"] == "text/x-python"
+    assert text_of(s, "empty.py") == ""
 
 
-def test_non_utf8_is_binary_without_content(s: Session) -> None:
+def test_non_utf8_is_refused_as_text_and_served_as_media(s: Session) -> None:
     data = PNG_MAGIC + bytes(range(256))
     write(s, "pic.png", data)
-    body = ok(get(s, "workspace/file", path="pic.png"))
-    assert body == {
-        "path": "pic.png",
-        "size": len(data),
-        "media_type": "image/png",
-        "binary": True,
-        "truncated": False,
-    }
-    latin1 = ok(
-        get(s, "workspace/file", path=write(s, "old.txt", "caf\xe9".encode("latin-1")).name)
-    )
-    assert latin1["binary"] is True and "content" not in latin1
+    assert_error(get(s, "workspace/file", path="pic.png"), 415, "binary_file")
+    write(s, "old.txt", "caf\xe9".encode("latin-1"))
+    assert_error(get(s, "workspace/file", path="old.txt"), 415, "binary_file")
+    assert get(s, "workspace/file", path="pic.png", media="1").content == data
 
 
-def test_text_over_1_mib_is_cut_on_a_character(s: Session) -> None:
-    # The cut at 1 MiB falls inside "é" (2 bytes): the partial character is dropped, not garbled.
-    text = "a" * (MIB - 1) + "é" + "tail"
-    write(s, "big.txt", text)
-    body = ok(get(s, "workspace/file", path="big.txt"))
-    assert body["size"] == len(text.encode())
-    assert body["truncated"] is True and body["binary"] is False
-    assert body["content"] == "a" * (MIB - 1)
+def test_text_over_2_mib_is_refused_whole(s: Session) -> None:
+    write(s, "big.txt", "a" * TEXT_LIMIT + "b")
+    body = assert_error(get(s, "workspace/file", path="big.txt"), 413, "file_too_large")
+    assert "a" * 100 not in str(body)
 
 
-def test_a_file_of_exactly_1_mib_is_whole(s: Session) -> None:
-    write(s, "full.txt", "b" * MIB)
-    body = ok(get(s, "workspace/file", path="full.txt"))
-    assert body["truncated"] is False and len(body["content"]) == MIB
+def test_a_file_of_exactly_2_mib_is_whole(s: Session) -> None:
+    write(s, "full.txt", "b" * (TEXT_LIMIT - 2) + "é")
+    assert text_of(s, "full.txt") == "b" * (TEXT_LIMIT - 2) + "é"
 
 
 def test_media_returns_the_bytes(s: Session) -> None:
@@ -245,16 +266,16 @@ def test_a_link_inside_the_workspace_is_read(s: Session) -> None:
     write(s, "real/target.txt", "inside\n")
     os.symlink("real/target.txt", s.workspace / "alias.txt")
     os.symlink("real", s.workspace / "aliasdir")
-    assert ok(get(s, "workspace/file", path="alias.txt"))["content"] == "inside\n"
-    assert ok(get(s, "workspace/file", path="aliasdir/target.txt"))["content"] == "inside\n"
+    assert text_of(s, "alias.txt") == "inside\n"
+    assert text_of(s, "aliasdir/target.txt") == "inside\n"
     assert get(s, "workspace/file", path="alias.txt", media="1").content == b"inside\n"
 
 
 def test_a_missing_file_is_404(s: Session) -> None:
     write(s, "dir/present.txt", "x")
     for path in ("absent.txt", "dir/absent.txt", "nodir/absent.txt"):
-        assert_error(get(s, "workspace/file", path=path), 404, "file_not_found")
-        assert_error(get(s, "workspace/file", path=path, media="1"), 404, "file_not_found")
+        assert_error(get(s, "workspace/file", path=path), 404, "not_found")
+        assert_error(get(s, "workspace/file", path=path, media="1"), 404, "not_found")
 
 
 def test_a_directory_is_not_a_file(s: Session) -> None:
@@ -318,16 +339,16 @@ def test_escapes_are_refused_by_listing(s: Session, secret: Path, agent: Agent) 
     for path in escapes(s, secret, agent):
         if path.startswith("inner/ok.txt") or path == str(s.workspace / "inner" / "ok.txt"):
             continue  # files, not directories: covered by the file route
-        response = get(s, "workspace", path=path)
+        response = get(s, "workspace/entries", path=path)
         assert response.status_code == 400, (path, response.text[:200])
         assert response.json()["code"] == "invalid_workspace_path", (path, response.text)
         assert "entries" not in response.json(), (path, response.text)
-    assert_error(get(s, "workspace", path="inner\x00"), 400, "invalid_workspace_path")
+    assert_error(get(s, "workspace/entries", path="inner\x00"), 400, "invalid_workspace_path")
 
 
 def test_the_workspace_itself_is_listed_through_dot(s: Session) -> None:
     write(s, "f.txt", "f")
-    assert [e["name"] for e in ok(get(s, "workspace", path="."))["entries"]] == ["f.txt"]
+    assert [e["name"] for e in ok(get(s, "workspace/entries", path="."))["entries"]] == ["f.txt"]
 
 
 # ------------------------------------------------------------------------- sessions, projects
@@ -339,6 +360,8 @@ def test_unknown_session_is_404(agent: Agent) -> None:
         ("workspace/files", {}),
         ("workspace/file", {"path": "a.txt"}),
         ("workspace/file", {"path": "a.txt", "media": "1"}),
+        ("workspace/entries", {}),
+        ("workspace/path", {}),
     ):
         response = agent.client.get(f"/sessions/nope/{route}", params=params)
         assert_error(response, 404, "not_found")
@@ -348,13 +371,20 @@ def test_a_project_session_browses_the_project(agent: Agent, tmp_path: Path) -> 
     project_dir = tmp_path / "proj"
     (project_dir / "src").mkdir(parents=True)
     (project_dir / "src" / "app.py").write_text("print('project')\n")
-    created = agent.client.post("/projects", json={"path": str(project_dir)})
+    created = agent.client.post("/projects", json={"path": str(project_dir), "name": "Proj"})
     assert created.status_code == 201, created.text
-    s = agent.session(project_id=created.json()["id"])
+    project_id = created.json()["id"]
+    s = agent.session(project_id=project_id)
     assert not s.workspace.exists()  # no managed workspace for a project session
-    assert ok(get(s, "workspace"))["root"] == str(project_dir)
-    assert ok(get(s, "workspace/files"))["files"] == ["src/app.py"]
-    assert ok(get(s, "workspace/file", path="src/app.py"))["content"] == "print('project')\n"
+    assert ok(get(s, "workspace")) == {
+        "kind": "project",
+        "name": "Proj",
+        "path": str(project_dir),
+        "project_id": project_id,
+    }
+    assert ok(get(s, "workspace/entries"))["root"] == str(project_dir)
+    assert [e["path"] for e in tree(s)] == ["src", "src/app.py"]
+    assert text_of(s, "src/app.py") == "print('project')\n"
     (tmp_path / "beside.txt").write_text("BESIDE\n")
     escaped = get(s, "workspace/file", path="../beside.txt")
     assert_error(escaped, 400, "invalid_workspace_path")
@@ -367,11 +397,11 @@ def test_fork_copies_the_workspace(agent: Agent, s: Session, secret: Path) -> No
     response = s.client.post(f"/sessions/{s.id}/fork", json={})
     assert response.status_code == 200, response.text
     fork = Session(agent, response.json())
-    assert ok(get(fork, "workspace/files"))["files"] == ["notes/todo.md"]
-    assert ok(get(fork, "workspace/file", path="notes/todo.md"))["content"] == "- fork me\n"
+    assert [e["path"] for e in tree(fork)] == ["notes", "notes/todo.md"]
+    assert text_of(fork, "notes/todo.md") == "- fork me\n"
     # The copy is independent of the source, and a copied link still cannot lead out.
     write(s, "notes/todo.md", "changed\n")
-    assert ok(get(fork, "workspace/file", path="notes/todo.md"))["content"] == "- fork me\n"
+    assert text_of(fork, "notes/todo.md") == "- fork me\n"
     assert_error(get(fork, "workspace/file", path="out.txt"), 400, "invalid_workspace_path")
 
 
@@ -383,4 +413,4 @@ def test_deleting_the_session_removes_its_workspace(agent: Agent, s: Session) ->
     assert s.client.delete(f"/sessions/{s.id}").status_code == 204
     wait_until(lambda: not s.workspace.exists(), "the workspace to be removed", 5)
     assert_error(get(s, "workspace"), 404, "not_found")
-    assert ok(get(other, "workspace/file", path="mine.txt"))["content"] == "stay"
+    assert text_of(other, "mine.txt") == "stay"

@@ -63,8 +63,9 @@ class Rewound(BaseModel):
     )
     message: str = Field(description="The rewound user message's text, for the composer.")
     files: list[FilePreview]
-    file_state_token: str | None = Field(
-        None, description="In a preview: send it back as `expected_file_state` to confirm."
+    file_state_token: str = Field(
+        description="In a preview: send it back as `expected_file_state` to confirm. Empty "
+        "once rewound."
     )
     head_seq: int = Field(
         description="The session's history head. In a preview: send it back as "
@@ -112,7 +113,26 @@ class AttachmentCreated(BaseModel):
     attachment: Attachment
 
 
+class SessionWorkspace(BaseModel):
+    """The directory backing a session's files."""
+
+    kind: Literal["project", "managed"] = Field(
+        description="`project`: the session's project directory; `managed`: its own workspace."
+    )
+    name: str = Field(description="The project's name, or `Workspace`.")
+    path: str = Field(description="The workspace's absolute path on the kernel's machine.")
+    project_id: str | None = None
+
+
 class WorkspaceEntry(BaseModel):
+    """A directory or file of the workspace tree."""
+
+    path: str = Field(description="Relative to the workspace root, with `/`.")
+    name: str
+    is_dir: bool
+
+
+class DirectoryEntry(BaseModel):
     name: str
     path: str
     kind: Literal["dir", "file", "other"]
@@ -123,20 +143,19 @@ class WorkspaceEntry(BaseModel):
 class WorkspaceListing(BaseModel):
     root: str
     path: str
-    entries: list[WorkspaceEntry]
+    entries: list[DirectoryEntry]
     truncated: bool
 
 
-class WorkspaceFiles(BaseModel):
-    root: str
-    files: list[str]
-    truncated: bool
+class CreateWorkspaceEntry(Strict):
+    """A new empty file or directory (Go decodes it with `DisallowUnknownFields`)."""
+
+    path: str = Field("", description="Relative to the workspace root; its parent must exist.")
+    kind: Literal["file", "directory"]
 
 
-class WorkspaceFile(BaseModel):
-    path: str
-    size: int
-    media_type: str
-    binary: bool
-    content: str | None = None
-    truncated: bool
+class RenameWorkspaceEntry(Strict):
+    """A new name for an entry, within its directory."""
+
+    path: str = Field("", description="The entry, relative to the workspace root.")
+    new_name: str = Field("", description="One name, without `/`.")
