@@ -354,6 +354,38 @@ def test_kernel_error_response_exits_1(setup: Setup) -> None:
     assert "404 not_found" in result.stderr
 
 
+def test_connection_chooses_the_new_sessions_connection(setup: Setup) -> None:
+    """`--connection ID`, as Foya's `foya exec -connection`: the new session's connection (and
+    its first model unless `--model` says otherwise)."""
+    with setup.unix.client() as client:
+        body = {"name": "second", "base_url": setup.provider.url, "api_key": "sk-fake"}
+        made = client.post("/connections", json={**body, "models": ["text", "tool"]})
+        assert made.status_code == 201, made.text
+        second = made.json()["id"]
+        default = client.get("/sessions").json()  # sessions so far: on the first connection
+    try:
+        result = unix_exec(setup, "--connection", second, "say hello")
+        assert result.returncode == 0, explain(result)
+        assert result.stdout == REPLY + "\n"
+        with setup.unix.client() as client:
+            rows = {s["id"]: s for s in client.get("/sessions").json()}
+        row = rows[session_of(result.stderr)]
+        assert (row["connection_id"], row["model"]) == (second, "text")
+        assert all(s["connection_id"] != second for s in default)
+
+        unknown = unix_exec(setup, "--connection", "no-such-connection", "hello")
+        assert unknown.returncode == 1, explain(unknown)
+        assert "connection_not_found" in unknown.stderr
+        assert "foya: session" not in unknown.stderr  # no session was made
+
+        mixed = unix_exec(setup, "--session", row["id"], "--connection", second, "hello")
+        assert mixed.returncode == 2, explain(mixed)
+        assert "not with --session" in mixed.stderr
+    finally:
+        with setup.unix.client() as client:
+            assert client.delete(f"/connections/{second}").status_code == 204
+
+
 def test_kernel_not_running_exits_2(setup: Setup) -> None:
     gone = setup.root / "nobody.sock"
     result = foya_exec("--socket", str(gone), "hello")

@@ -112,7 +112,8 @@ def test_event_order_of_a_turn_with_one_tool_call(agent: Agent) -> None:
         "tool_begin",
         "usage_updated",
         "message_end",  # assistant, with tool_calls
-        "tool_update",
+        "tool_update",  # queued, with the arguments
+        "tool_update",  # running
         "tool_end",
         "message_end",  # the tool result
         "message_delta",
@@ -168,9 +169,16 @@ def test_event_order_of_a_turn_with_one_tool_call(agent: Agent) -> None:
     ]
     assert "turn_status" not in assistant, "only the final assistant message closes the turn"
 
-    update = only(frames, "tool_update")
-    assert set(update) == {"id", "name", "input", "status"}
-    assert update["id"] == "call_echo" and update["input"] == {"command": "echo hi"}
+    queued, running = payloads(frames, "tool_update")
+    # Foya's tool card: `input` is the arguments' JSON text, the status one of the card's.
+    assert queued == {
+        "id": "call_echo",
+        "name": "bash",
+        "input": queued["input"],
+        "status": "queued",
+    }
+    assert json.loads(queued["input"]) == {"command": "echo hi"}
+    assert running == {**queued, "status": "running"}
     end = only(frames, "tool_end")
     assert end["id"] == "call_echo" and end["name"] == "bash"
     assert end["output"].startswith("hi\n") and not end.get("is_error")
@@ -251,7 +259,7 @@ def test_several_tools_in_one_step_run_in_call_order(agent: Agent) -> None:
         call("c3", "read", {"path": "a.txt"}),
     )
     step = kinds(frames)[kinds(frames).index("tool_begin") :]
-    assert step[:11] == [
+    assert step[:13] == [
         "tool_begin",
         "tool_begin",
         "tool_begin",
@@ -260,8 +268,10 @@ def test_several_tools_in_one_step_run_in_call_order(agent: Agent) -> None:
         "tool_update",
         "tool_update",
         "tool_update",
+        "tool_update",  # c1 running
         "tool_end",
         "message_end",
+        "tool_update",  # c2 running: after c1's result
         "tool_end",
     ], step
     assert [p["id"] for p in payloads(frames, "tool_begin")] == ["c1", "c2", "c3"]
@@ -365,14 +375,16 @@ def test_a_context_overflow_fails_the_turn_with_a_clear_message(agent: Agent) ->
     assert only(frames, "turn_complete")["status"] == "failed"
 
 
-def test_a_session_without_a_connection_fails_its_turn(agent: Agent) -> None:
+def test_a_session_whose_connection_was_deleted_moves_to_the_default(agent: Agent) -> None:
+    """Its next turn binds it to the default language connection (app.kernel.binding), keeping
+    its model (that connection lists none), and runs there."""
     other = connect(agent.client, agent.fake, name="doomed")
-    s = Session(agent, agent.client.post("/sessions", json={"connection_id": other["id"]}).json())
+    s = agent.session(connection_id=other["id"])
     assert agent.client.delete(f"/connections/{other['id']}").status_code == 204
-    frames = s.turn()
-    (error,) = payloads(frames, "error")
-    assert "connection" in error
-    assert only(frames, "turn_complete")["status"] == "failed"
+    frames = s.turn(answer("Still here."))
+    bound = payloads(frames, "session_updated")[0]
+    assert (bound["connection_id"], bound["model"]) == (agent.connection_id, s.model)
+    assert only(frames, "turn_complete")["status"] == "completed"
 
 
 # ----------------------------------------------------------------------- reconnect and delete

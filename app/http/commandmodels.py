@@ -30,6 +30,7 @@ class UpdateCommand(Strict):
 
 
 class RunCommand(Strict):
-    """The body may be left out altogether."""
+    """The body may be left out altogether. `workspace_files` as on a turn."""
 
     args: str | None = None
+    workspace_files: list[str] | None = None

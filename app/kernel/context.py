@@ -18,6 +18,10 @@ SYSTEM_PROMPT = (
 )
 
 
+# A workspace file the user picked reaches the model as a note naming it, not as its content
+# (Foya's way): the model reads it with its tools if it needs it, within their limits.
+WORKSPACE_FILE = "[The user picked the workspace file {path}: read it with your tools if relevant.]"
+
 # Image parts name their artifact until the request is sent: the token estimate stays cheap and
 # the bytes are read only for the request that carries them (`inline_images`).
 ARTIFACT_URL = "artifact:"
@@ -47,9 +51,11 @@ def to_openai(message: Message, expanded: Mapping[int, str] | None = None) -> di
         content = expanded[int(message["event_seq"])]
     if role == "user":
         images = [a for a in message.get("attachments") or () if a.get("kind", "image") == "image"]
-        if not images:
+        files = [f for f in message.get("workspace_files") or () if isinstance(f, str)]
+        if not images and not files:
             return {"role": "user", "content": content}
         parts: list[dict[str, Any]] = [{"type": "text", "text": content}]
+        parts += [{"type": "text", "text": WORKSPACE_FILE.format(path=f)} for f in files]
         parts += [
             {"type": "image_url", "image_url": {"url": ARTIFACT_URL + str(a.get("id", ""))}}
             for a in images

@@ -1,25 +1,37 @@
-"""A turn's input (`POST …/turns` and the queue): its limits (reference §1), and its
-attachments, which `attachments: [{id}]` turn into the session's committed artifacts.
+"""A turn's input (`POST …/turns`, the queue, a command run): its limits (reference §1), its
+attachments, which `attachments: [{id}]` turn into the session's committed artifacts, and its
+workspace files.
 
 Input names artifacts by id only; the stored user message carries the full AttachmentRef so the
 log explains itself. Committing happens when input is accepted (started or queued): from then on
 the artifact is part of the conversation and `DELETE` refuses it (`artifact_committed`).
+
+`workspace_files` names files of the session's workspace the user picked (Foya's composer
+references): at most 16, each an existing regular file inside the workspace, not a symbolic
+link and not protected (`app.kernel.workspace.existing_file`). They are stored canonical
+(relative, cleaned, without duplicates) on the queue item and the user message; the model is
+told of each file by its path and reads it with its tools (`app.kernel.context`), as in Foya:
+its content is never copied into the log. A path that does not pass is 400
+`invalid_queue_message`, Foya's code, and nothing is stored.
 """
 
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any, Literal, NotRequired
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel
 from typing_extensions import TypedDict
 
 from app.artifacts import MAX_BYTES, Artifacts
-from app.errors import BadRequest
+from app.bodies import Lenient
+from app.errors import BadRequest, FoyaError
 from app.events import InputContext, QueueItem
+from app.files import ProtectedPaths
 from app.kernel.connections import Connections
 from app.kernel.sessions import Sessions
+from app.kernel.workspace import existing_file
 from app.text import has_lone_surrogate
 
 MAX_ELEMENTS, MAX_ELEMENT_BYTES, MAX_ELEMENTS_BYTES, MAX_FILES = 8, 40 * 1024, 96 * 1024, 16
@@ -31,13 +43,13 @@ class InvalidInput(BadRequest):
     code = "invalid_queue_message"
 
 
-class AttachmentId(BaseModel):
+class AttachmentId(Lenient):
     """An artifact a turn names; the stored message carries the artifact's full ref."""
 
     id: str = ""
 
 
-class BrowserElement(BaseModel):
+class BrowserElement(Lenient):
     """A page element the user pointed at."""
 
     page_url: str | None = None
@@ -48,7 +60,7 @@ class BrowserElement(BaseModel):
     html: str | None = None
 
 
-class TurnInput(BaseModel):
+class TurnInput(Lenient):
     """`POST …/turns` and `POST …/queue` (reference §1), as the HTTP layer decodes it: a field
     of the wrong JSON type is a decode failure (400 `bad_request`), unknown fields are dropped,
     as Foya's decoder does. `accept` then applies the input rules (400 `invalid_queue_message`)."""
@@ -57,6 +69,7 @@ class TurnInput(BaseModel):
     skill_ref: str | None = None
     attachments: list[AttachmentId] | None = None
     browser_elements: list[BrowserElement] | None = None
+    workspace_files: list[str] | None = None
 
 
 class Accepted(InputContext):
@@ -110,8 +123,14 @@ def validate_turn(turn: TurnInput) -> Accepted:
         raise InvalidInput("browser_elements: at most 96 KiB in total")
     if len(turn.attachments or ()) > MAX_FILES:
         raise InvalidInput(f"attachments: at most {MAX_FILES}")
-    if not message.strip() and not turn.attachments and not elements:
-        raise InvalidInput("message: must not be empty without attachments or browser elements")
+    if len(turn.workspace_files or ()) > MAX_FILES:
+        raise InvalidInput(f"workspace_files: at most {MAX_FILES}")
+    for path in turn.workspace_files or ():
+        _text(path, "workspace_files")
+    if not message.strip() and not turn.attachments and not elements and not turn.workspace_files:
+        raise InvalidInput(
+            "message: must not be empty without attachments, browser elements or workspace files"
+        )
     accepted: Accepted = {"message": message.strip()}
     if turn.skill_ref:
         accepted["skill_ref"] = turn.skill_ref
@@ -130,11 +149,34 @@ def image_input(connections: Connections, row: dict[str, Any]) -> bool:
     return settings.get("image_input") is not False
 
 
+def workspace_files(root: Path, paths: list[str], protected: ProtectedPaths) -> list[str]:
+    """`paths` (trimmed) as the canonical paths of existing regular files of the workspace at
+    `root`, first occurrence kept; `InvalidInput` naming the first that is not. Blocking."""
+    out: list[str] = []
+    for path in paths:
+        try:
+            canonical = existing_file(root, path.strip(), protected)
+        except FoyaError as exc:
+            raise InvalidInput(f"invalid workspace file {path!r}: {exc.message}") from None
+        if canonical not in out:
+            out.append(canonical)
+    return out
+
+
 async def accept(
-    artifacts: Artifacts, connections: Connections, row: dict[str, Any], turn: TurnInput
+    artifacts: Artifacts,
+    connections: Connections,
+    row: dict[str, Any],
+    turn: TurnInput,
+    workspace: tuple[Path, ProtectedPaths],
 ) -> Accepted:
-    """`turn` checked by the input rules, its attachments committed as AttachmentRefs."""
+    """`turn` checked by the input rules, its workspace files (`workspace`: the session's root
+    and what is protected) made canonical, its attachments committed as AttachmentRefs."""
     accepted = validate_turn(turn)
+    if turn.workspace_files:
+        root, protected = workspace
+        found = await asyncio.to_thread(workspace_files, root, turn.workspace_files, protected)
+        accepted["workspace_files"] = found
     if not turn.attachments:
         return accepted
     ids = [attachment.id for attachment in turn.attachments]

@@ -28,9 +28,11 @@ from app.events import (
     QueueUpdated,
     TurnCancelRequested,
 )
+from app.files import ProtectedPaths
 from app.kernel import inputs
 from app.kernel.activity import Activities, Activity
 from app.kernel.approvals import Approvals
+from app.kernel.binding import rebinding
 from app.kernel.compaction import Compacted, Compactor, compacted
 from app.kernel.hooks import Hooks
 from app.kernel.ids import iso_now
@@ -82,14 +84,17 @@ class Turns:
         prompt: PromptContext | None = None,
         *,
         hooks: Hooks,
+        protected: ProtectedPaths | None = None,
         turn_completed: Callable[[], None] = lambda: None,
         user_stopped: Callable[[str], None] = lambda session: None,
         turn_answered: Answered = _unanswered,
     ) -> None:
         """`turn_completed` is called after each completed turn (memory maintenance's wake),
         `user_stopped` on each user stop of a session (its sub-agents stop too),
-        `turn_answered` when a turn's model is done, before its `turn_complete` (plan mode)."""
+        `turn_answered` when a turn's model is done, before its `turn_complete` (plan mode);
+        `protected` is what a turn's `workspace_files` may never name."""
         self.sessions = sessions
+        self.protected = protected or ProtectedPaths()
         self.store = store
         self.approvals = approvals
         self.queues = queues
@@ -137,9 +142,25 @@ class Turns:
     # -- commands ------------------------------------------------------------------------------
 
     async def _accept(self, session: str, turn: TurnInput) -> Accepted:
-        """Input checked by the input rules, with its attachments committed."""
+        """Input checked by the input rules, with its workspace files made canonical and its
+        attachments committed. A session without a usable connection is bound to the default
+        model first (`app.kernel.binding`); input that is refused binds nothing."""
         row = await self.sessions.row(session)
-        return await inputs.accept(self.sessions.artifacts, self.sessions.connections, row, turn)
+        bind = rebinding(self.sessions.connections, row)
+        candidate = {**row, **(bind or {})}
+        workspace = (self.sessions.workspace(row), self.protected)
+        accepted = await inputs.accept(
+            self.sessions.artifacts, self.sessions.connections, candidate, turn, workspace
+        )
+        if bind:
+            await self.sessions.save(session, bind)
+        return accepted
+
+    async def workspace_files(self, session: str, paths: list[str]) -> list[str]:
+        """`paths` as canonical files of the session's workspace (`inputs.workspace_files`),
+        for a caller that must check them before it changes anything else (plan mode)."""
+        root = self.sessions.workspace(await self.sessions.row(session))
+        return await asyncio.to_thread(inputs.workspace_files, root, paths, self.protected)
 
     async def submit(
         self, session: str, turn: TurnInput, command: str | None = None

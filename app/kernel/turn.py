@@ -91,6 +91,8 @@ class TurnCycle:
             user["browser_elements"] = context["browser_elements"]
         if "command" in context:
             user["command"] = context["command"]
+        if "workspace_files" in context:
+            user["workspace_files"] = context["workspace_files"]
         started: TurnStarted = {"run_id": run.run_id, "started_at": run.started_at}
         await self.sessions.save(
             run.session,

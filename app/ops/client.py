@@ -52,6 +52,7 @@ class ExecOptions:
     show_reasoning: bool = False
     model: str | None = None
     project_id: str | None = None
+    connection: str | None = None  # the new session's connection id
 
 
 def checked(response: httpx.Response) -> httpx.Response:
@@ -101,7 +102,11 @@ class Exec:
 
     def start(self) -> None:
         if not self.session:
-            body = {"model": self.opts.model, "project_id": self.opts.project_id}
+            body = {
+                "connection_id": self.opts.connection,
+                "model": self.opts.model,
+                "project_id": self.opts.project_id,
+            }
             body = {k: v for k, v in body.items() if v}
             created = checked(self.http.post("/sessions", json=body)).json()
             self.session = str(created["id"])

@@ -190,6 +190,14 @@ def exec_(
     show_reasoning: Annotated[
         bool, typer.Option("--show-reasoning", help="Print reasoning, dimmed, on stderr.")
     ] = False,
+    connection: Annotated[
+        str | None,
+        typer.Option(
+            "--connection",
+            metavar="ID",
+            help="Model connection of a new session (default: the default language model's).",
+        ),
+    ] = None,
     model: Annotated[
         str | None, typer.Option("--model", metavar="NAME", help="Model of a new session.")
     ] = None,
@@ -206,8 +214,10 @@ def exec_(
 
     if not prompt.strip():
         fail("PROMPT: must not be empty")
+    if session and (connection or model or project_id):
+        fail("--connection, --model and --project-id set up a new session: not with --session")
     target = client.target()
-    opts = ExecOptions(prompt, session, approve_all, show_reasoning, model, project_id)
+    opts = ExecOptions(prompt, session, approve_all, show_reasoning, model, project_id, connection)
     raise typer.Exit(run_exec(target, opts, sys.stdout, sys.stderr, sys.stdin))
 
 

@@ -49,7 +49,9 @@ def router(kernel: Kernel) -> APIRouter:
         session_id: str, name: str, body: RunCommand | None = None
     ) -> CommandExecution:
         """Expand the command with `args` and submit it as a turn (started, or queued while
-        the session is busy); its user message records `command`."""
-        return await commands.run(session_id, name, (body.args or "") if body else "")
+        the session is busy) with the `workspace_files` named; its user message records
+        `command`."""
+        args, files = (body.args or "", body.workspace_files) if body else ("", None)
+        return await commands.run(session_id, name, args, files)
 
     return api

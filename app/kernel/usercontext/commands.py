@@ -399,12 +399,15 @@ class Commands:
         root = self._root(scope, project_id)
         await self._run(lambda: _file_of(self.files.scan(root), ref).unlink(missing_ok=True))
 
-    async def run(self, session: str, name: str, args: str) -> CommandExecution:
-        """Expand the session's command `name` with `args` and submit it as a turn."""
+    async def run(
+        self, session: str, name: str, args: str, workspace_files: list[str] | None = None
+    ) -> CommandExecution:
+        """Expand the session's command `name` with `args` and submit it as a turn, with the
+        workspace files the user picked (`app.kernel.inputs`; refused ones start nothing)."""
         roots = await self._session_roots(session)
         wanted = name.strip().removeprefix("/")
         if wanted == PLAN.name:
-            workflow, submission = await self.workflows.start_plan(session, args)
+            workflow, submission = await self.workflows.start_plan(session, args, workspace_files)
             return CommandExecution(
                 command=PLAN, workflow=workflow, status="submitted", submission=submission
             )
@@ -412,7 +415,7 @@ class Commands:
         command = next((c for c in found if c.name == wanted), None)
         if command is None:
             raise CommandNotFound(f"command {wanted} not found")
-        turn = TurnInput(message=expand(command.body or "", args))
+        turn = TurnInput(message=expand(command.body or "", args), workspace_files=workspace_files)
         submission = await self.submit(session, turn, command.name)
         return CommandExecution(command=command, status="submitted", submission=submission)
 

@@ -104,12 +104,17 @@ class Workflows:
 
     # -- transitions ---------------------------------------------------------------------------
 
-    async def start_plan(self, session: str, goal: str) -> tuple[Workflow, TurnAccepted]:
-        """Put the session in plan mode for `goal` and submit the goal as its turn."""
-        turn = TurnInput(message=goal.strip())
+    async def start_plan(
+        self, session: str, goal: str, workspace_files: list[str] | None = None
+    ) -> tuple[Workflow, TurnAccepted]:
+        """Put the session in plan mode for `goal` and submit the goal as its turn, with the
+        workspace files the user picked."""
+        turn = TurnInput(message=goal.strip(), workspace_files=workspace_files or None)
         if not turn.message:
             raise InvalidWorkflow("workflow goal is required")
         validate_turn(turn)  # refused input changes nothing
+        if turn.workspace_files:
+            turn.workspace_files = await self.turns.workspace_files(session, turn.workspace_files)
         row = await self.sessions.row(session)
         base = self.sessions.workspace(row)
         now = iso_now()
