@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, NotRequired, Required
 
@@ -103,9 +103,13 @@ class Checkpoint(TypedDict):
 
 
 class ToolCall(TypedDict):
+    """A call in an assistant message. Stored with `input` the decoded arguments; the history
+    route serves `input` as JSON text with the call's `status` (app.http.chatview)."""
+
     id: str
     name: str
     input: Any
+    status: NotRequired[ToolStatus]
 
 
 class FileChange(TypedDict):
@@ -126,6 +130,7 @@ class InputContext(TypedDict, total=False):
     attachments: list[dict[str, Any]]  # committed AttachmentRefs (app.artifacts)
     browser_elements: list[dict[str, Any]]  # trimmed strings (older versions kept more)
     command: str  # the name of the command (`POST …/commands/{name}`) the input came from
+    workspace_files: list[str]  # workspace-relative paths of regular files the user picked
 
 
 def input_context(source: InputContext) -> InputContext:
@@ -139,6 +144,8 @@ def input_context(source: InputContext) -> InputContext:
         out["browser_elements"] = source["browser_elements"]
     if source.get("command"):
         out["command"] = source["command"]
+    if source.get("workspace_files"):
+        out["workspace_files"] = source["workspace_files"]
     return out
 
 
@@ -152,7 +159,6 @@ class Message(InputContext, total=False):
     role: Required[str]
     content: Any
     model_content: Any
-    workspace_files: list[Any]
     event_seq: int
     created_at: str
     reasoning: str
@@ -208,11 +214,43 @@ class ToolBegin(TypedDict):
     status: Literal["queued"]
 
 
+#: A tool card's state on the wire (Foya's `ToolCallView.status`: the complete set).
+ToolStatus = Literal["queued", "running", "done", "error"]
+
+
 class ToolUpdate(TypedDict):
+    """`tool_update`, as Foya sends it: `queued` with the call's arguments once the step is
+    recorded, `running` with them when the call starts, `error` with the output when the loop
+    guard holds the call back. `input` is the arguments as JSON text (`arguments_text`), as
+    Foya's tool view parses it. Events stored before this shape carry `input` as an object
+    and status `pending`: `Event.wire` renders them in this shape."""
+
     id: str
     name: str
-    input: dict[str, Any]
-    status: Literal["pending"]
+    input: NotRequired[str]
+    status: ToolStatus
+    output: NotRequired[str]
+    is_error: NotRequired[bool]
+
+
+def arguments_text(value: Any) -> str:
+    """A tool call's arguments (a decoded JSON object) as the JSON text clients show and
+    parse: the one rendering of arguments on the wire (events and history)."""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def _tool_update_wire(payload: Any) -> Any:
+    # Stored by older versions: `input` an object, status `pending` (Foya's `queued`).
+    if not isinstance(payload, dict) or (
+        isinstance(payload.get("input", ""), str) and payload.get("status") != "pending"
+    ):
+        return payload
+    out = dict(payload)
+    if "input" in out:
+        out["input"] = arguments_text(out["input"])
+    if out.get("status") == "pending":
+        out["status"] = "queued"
+    return out
 
 
 class QueueItem(InputContext):
@@ -232,8 +270,13 @@ class QueueUpdated(TypedDict):
 
 
 class ApprovalRequest(TypedDict):
+    """`approval_request` (Foya's fields). `detail` carries the call's arguments as JSON text
+    (what is being approved: the command, the path and content…), `resource` the path or
+    address it touches, `execution_session` the session whose tool asks (Foya's: always set)."""
+
     id: str
     session: str
+    execution_session: NotRequired[str]
     tool_name: str
     action: str  # read | write | delete | execute
     detail: str
@@ -312,7 +355,7 @@ class BackgroundCommand(TypedDict):
     started_at: str
     completed_at: NotRequired[str]
     backgrounded_by: NotRequired[str]  # agent | user
-    stopped_by: NotRequired[str]  # agent | user | shutdown
+    stopped_by: NotRequired[str]  # agent | user | shutdown (stored only: `Event.wire`)
 
 
 #: Compact JSON (no spaces; text as is, not \u-escaped): the one encoding of stored payloads
@@ -332,6 +375,23 @@ def _iso_second(seconds: int) -> str:
     # Every event of a delta stream stamps its time: formatting a datetime costs ~1.4 µs, a
     # cached second and the microseconds ~0.3 µs.
     return dt.datetime.fromtimestamp(seconds, tz=dt.UTC).strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def _background_command_wire(payload: Any) -> Any:
+    # The log keeps who stopped a command, `shutdown` too; Foya's client knows `agent | user`
+    # only: a command the kernel's shutdown ended is shown `cancelled`, by no one.
+    if isinstance(payload, dict) and payload.get("stopped_by") not in (None, "agent", "user"):
+        return {k: v for k, v in payload.items() if k != "stopped_by"}
+    return payload
+
+
+#: Payloads whose stored shape is not the wire's: one an older version stored, or a fact the
+#: log keeps that the client's union does not have. Stored facts are never rewritten, so the
+#: rendering happens here, the one place an envelope is built.
+_WIRE_UPGRADES: dict[str, Callable[[Any], Any]] = {
+    TOOL_UPDATE: _tool_update_wire,
+    BACKGROUND_COMMAND_UPDATED: _background_command_wire,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -361,7 +421,8 @@ class Event:
             out["run_id"] = self.run_id
         out["time"] = iso_time(self.time_ns)
         if self.payload is not None:
-            out["payload"] = self.payload
+            upgrade = _WIRE_UPGRADES.get(self.kind)
+            out["payload"] = self.payload if upgrade is None else upgrade(self.payload)
         return out
 
 

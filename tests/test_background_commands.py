@@ -503,10 +503,13 @@ def test_the_wire_with_a_real_kernel(tmp_path: Path) -> None:
                 frames = stream.frames_until(
                     lambda f: (
                         f.event == k.BACKGROUND_COMMAND_UPDATED
-                        and f.data["payload"].get("stopped_by") == "shutdown"
+                        and f.data["payload"]["command_id"] == stopped["command_id"]
+                        and f.data["payload"].get("status") == "cancelled"
                     )
                 )
             assert frames[-1].data["payload"]["command_id"] == stopped["command_id"]
+            # Stored as stopped by the shutdown; served in Foya's union (agent | user): by no one.
+            assert "stopped_by" not in frames[-1].data["payload"]
 
 
 def wire_round_trip(client: httpx.Client, fake: FakeProvider) -> dict[str, Any]:

@@ -14,7 +14,8 @@ import pytest
 from helpers import Launcher, short_tmpdir
 from streams_helpers import Served, assert_error, module_kernels, new_session, unix_kernel
 
-PROJECT_KEYS = {"id", "name", "path", "pinned", "created_at", "updated_at"}
+#: A project as served: the stored record and `available` (its directory is there now).
+PROJECT_KEYS = {"id", "name", "path", "pinned", "created_at", "updated_at", "available"}
 
 
 @pytest.fixture(scope="module")
@@ -53,6 +54,11 @@ def on_disk(served: Served) -> list[dict[str, Any]]:
     return list(json.loads((served.data_dir / "projects.json").read_text()))
 
 
+def stored(project: dict[str, Any]) -> dict[str, Any]:
+    """A served project as the file keeps it: `available` is computed, never stored."""
+    return {k: v for k, v in project.items() if k != "available"}
+
+
 # ------------------------------------------------------------------------------------ create
 
 
@@ -62,9 +68,9 @@ def test_create_with_default_name(client: httpx.Client, served: Served, tmp_path
     assert body["name"] == "New project"
     assert body["path"] == str(tmp_path / "site")
     assert body["pinned"] is False
-    assert body["created_at"] == body["updated_at"]
+    assert body["created_at"] == body["updated_at"] and body["available"] is True
     assert by_id(client, body["id"]) == body
-    assert body in on_disk(served)
+    assert stored(body) in on_disk(served)
 
 
 def test_create_with_name(client: httpx.Client, tmp_path: Path) -> None:
@@ -83,7 +89,7 @@ def test_duplicate_paths_are_allowed(client: httpx.Client, tmp_path: Path) -> No
 @pytest.mark.parametrize(
     "body",
     [
-        pytest.param({"path": "/tmp", "workspace": "/tmp"}, id="unknown-field"),
+        pytest.param({"path": "/tmp", "name": 5}, id="name-not-string"),
         pytest.param({}, id="no-path"),
         pytest.param({"path": 5}, id="path-not-string"),
     ],
@@ -140,7 +146,7 @@ def test_rename(client: httpx.Client, served: Served, tmp_path: Path) -> None:
     assert body["path"] == project["path"]
     assert body["created_at"] == project["created_at"]
     assert by_id(client, project["id"]) == body
-    assert body in on_disk(served)
+    assert stored(body) in on_disk(served)
     assert_error(
         client.patch(f"/projects/{project['id']}", json={"name": "  "}), 400, "bad_request"
     )
@@ -226,7 +232,7 @@ def test_projects_file_is_private_and_survives_a_restart(tmp_path: Path) -> None
                 before = listed(c)
             path = first.data_dir / "projects.json"
             assert stat.S_IMODE(path.stat().st_mode) == 0o600
-            assert on_disk(first) == [pinned]
+            assert on_disk(first) == [stored(pinned)]
             assert first.kernel.stop() == 0
             second = unix_kernel(launcher, root, "k")
             with second.client() as c:

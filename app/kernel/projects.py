@@ -67,6 +67,23 @@ class Project(TypedDict):
     updated_at: str
 
 
+class ProjectInfo(Project):
+    """A project as served (Foya's `ProjectInfo`): the stored record and whether its directory
+    is there now."""
+
+    available: bool
+
+
+def info(project: Project) -> ProjectInfo:
+    """`project` with `available`: its path is (through symlinks) an existing directory, checked
+    on every answer as Foya does, never stored (the directory may come back)."""
+    try:
+        available = Path(project["path"]).is_dir()
+    except (OSError, ValueError):  # an unreadable or malformed hand-edited path
+        available = False
+    return {**project, "available": available}
+
+
 _TEXT_FIELDS = ("id", "name", "path", "created_at", "updated_at")
 
 
@@ -116,6 +133,10 @@ class Projects:
         """Pinned first, then by creation time."""
         return sorted(self._items.values(), key=lambda p: (not p["pinned"], p["created_at"]))
 
+    def listing(self) -> list[ProjectInfo]:
+        """`all()` as served, each with `available`."""
+        return [info(p) for p in self.all()]
+
     def get(self, project_id: str) -> Project:
         try:
             return self._items[project_id]
@@ -125,7 +146,7 @@ class Projects:
     def exists(self, project_id: str) -> bool:
         return project_id in self._items
 
-    async def create(self, path: str, name: str | None) -> Project:
+    async def create(self, path: str, name: str | None) -> ProjectInfo:
         """Add a project for an existing directory (duplicate paths are allowed)."""
         given = checked_path(path)
         stamp = iso_time(now_ns())
@@ -140,9 +161,9 @@ class Projects:
         async with self._lock:
             self._items[project["id"]] = project
             self._save()
-        return project
+        return info(project)
 
-    async def update(self, project_id: str, name: str | None, pinned: bool | None) -> Project:
+    async def update(self, project_id: str, name: str | None, pinned: bool | None) -> ProjectInfo:
         async with self._lock:
             project = self.get(project_id).copy()
             if name is not None:
@@ -157,7 +178,7 @@ class Projects:
             project["updated_at"] = iso_time(now_ns())
             self._items[project_id] = project
             self._save()
-            return project
+            return info(project)
 
     async def remove(self, project_id: str) -> None:
         async with self._lock:

@@ -97,6 +97,9 @@ class Rewinds:
             "files": [
                 {**p.wire(), "action": o["action"]} for p, o in zip(plans, outcome, strict=True)
             ],
+            # Always there (Foya's `RewindTurnResult` requires it); empty, as Foya answers:
+            # once rewound, there is no preview left to confirm.
+            "file_state_token": "",
             "head_seq": await self.store.history_head(session),
         }
 

@@ -29,6 +29,7 @@ from app.events import (
     Message,
     ToolBegin,
     ToolUpdate,
+    arguments_text,
 )
 from app.kernel import compaction, context, usage
 from app.kernel.compaction import Compactor
@@ -328,8 +329,8 @@ class Steps:
             update: ToolUpdate = {
                 "id": call["id"],
                 "name": call["name"],
-                "input": call["input"],
-                "status": "pending",
+                "input": arguments_text(call["input"]),
+                "status": "queued",
             }
             drafts.append(self._draft(run, k.TOOL_UPDATE, update))
         await self.sessions.facts.emit_all(run.session, drafts)

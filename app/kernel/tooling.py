@@ -2,7 +2,9 @@
 
 Calls of tools declared `parallel` (they never change anything) run side by side, at most
 `MAX_PARALLEL` at once; the others run one after another, in the model's order. Each step's
-results are recorded in call order either way. A session may be limited to some tools
+results are recorded in call order either way. Each call announces itself with a `tool_update`
+(Foya's card states: `running` as it starts, `error` when the loop guard holds it back), then
+ends with `tool_end` and its `message_end`. A session may be limited to some tools
 (`ToolPolicy`: a sub-agent's allowed tools, plan mode); a call of another tool is refused with
 an error result. The turn's `LoopGuard` holds back a call that keeps failing and ends a turn
 that repeats itself.
@@ -32,7 +34,7 @@ from typing import Any
 
 from app import events as k
 from app.errors import FoyaError
-from app.events import Message
+from app.events import Message, ToolUpdate, arguments_text
 from app.kernel.approvals import Approvals, Ask, Decision
 from app.kernel.filestate import roll_back
 from app.kernel.ids import iso_now, new_id
@@ -220,9 +222,16 @@ class ToolRunner:
         """Run one call unless the loop guard holds it back; its result goes to `item`."""
         call = item.call
         signature = call_signature(call["name"], call["input"])
+        update: ToolUpdate = {"id": call["id"], "name": call["name"], "status": "running"}
         if step.guard.blocks(signature):
             item.result = ToolResult(gate_text(call["name"]), is_error=True)
+            update["status"] = "error"
+            update["output"], update["is_error"] = item.result.output, True
+            await step.emit(k.TOOL_UPDATE, update)
             return
+        # Foya's card turns `running` here, before the approval the call may still need.
+        update["input"] = arguments_text(call["input"])
+        await step.emit(k.TOOL_UPDATE, update)
         item.result = await self._execute(step, call, item.intent)
         step.guard.result(signature, item.result.is_error)
 
@@ -315,7 +324,7 @@ class ToolRunner:
                 session,
                 tool.name,
                 tool.action(args),
-                json.dumps(args, ensure_ascii=False)[:2000],
+                arguments_text(args)[:2000],
                 str(resource) if resource else None,
                 resource is not None and not inside(resource, cwd),
             )

@@ -127,7 +127,7 @@ def _message(m: dict[str, Any]) -> str:
         label = f"tool {m.get('name')}" + (" (error)" if m.get("is_error") else "")
         return _block(seq, label, "\n".join(lines[:TOOL_LINES]) + more)
     for call in m.get("tool_calls") or ():
-        text += f"\n-> {call.get('name')} {json.dumps(call.get('input'), ensure_ascii=False)}"
+        text += f"\n-> {call.get('name')} {_text(call.get('input'))}"  # served as JSON text
     if m.get("turn_status") not in (None, "completed"):
         text += f"\n({m.get('turn_status')}: {m.get('turn_reason') or 'no reason given'})"
     return _block(seq, role, text.strip("\n"))

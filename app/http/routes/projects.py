@@ -6,7 +6,7 @@ from fastapi import APIRouter, Response
 
 from app.http.models import CreateProject, UpdateProject
 from app.kernel import Kernel
-from app.kernel.projects import Project
+from app.kernel.projects import ProjectInfo
 
 
 def router(kernel: Kernel) -> APIRouter:
@@ -15,16 +15,18 @@ def router(kernel: Kernel) -> APIRouter:
     projects = kernel.projects
 
     @api.get("/projects", response_model_exclude_none=True)
-    async def list_projects() -> list[Project]:
-        return projects.all()
+    async def list_projects() -> list[ProjectInfo]:
+        """Pinned first, then by creation time; `available` says whether the directory is
+        there now."""
+        return projects.listing()
 
     @api.post("/projects", status_code=201, response_model_exclude_none=True)
-    async def create_project(body: CreateProject) -> Project:
+    async def create_project(body: CreateProject) -> ProjectInfo:
         """Register a directory (default name "New project"; duplicate paths are allowed)."""
         return await projects.create(body.path, body.name)
 
     @api.patch("/projects/{project_id}", response_model_exclude_none=True)
-    async def update_project(project_id: str, body: UpdateProject) -> Project:
+    async def update_project(project_id: str, body: UpdateProject) -> ProjectInfo:
         return await projects.update(project_id, body.name, body.pinned)
 
     @api.delete("/projects/{project_id}", status_code=204)

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Header, Query, Request, Response
 
 from app.errors import BadRequest
 from app.events import Message, Usage
+from app.http.chatview import chat_messages
 from app.http.models import (
     SQLITE_END,
     CreateSession,
@@ -73,8 +74,9 @@ def router(kernel: Kernel) -> APIRouter:
 
     @api.get("/sessions/{session_id}/history")
     async def history(session_id: str) -> list[Message]:
-        """The active messages, oldest first."""
-        return await sessions.history(session_id)
+        """The active messages, oldest first (a call's `input` as the JSON text of its
+        arguments, with its card `status`, as Foya's desktop reads them)."""
+        return chat_messages(await sessions.history(session_id))
 
     @api.get("/sessions/{session_id}/usage")
     async def session_usage(session_id: str) -> Usage:
