@@ -44,6 +44,12 @@ class NotFound(FoyaError):
     code = "not_found"
 
 
+class ApprovalNotFound(NotFound):
+    """A decision names an approval that is pending, but in another session than its URL's."""
+
+    code = "approval_not_found"
+
+
 class Conflict(FoyaError):
     status = 409
     code = "conflict"

@@ -22,9 +22,12 @@ where the transport hardening of a TCP listener plugs in.
 - `accept()` failures for lack of descriptors (asyncio logs each one, with a traceback, many
   times a second) go through a loop exception handler that logs one line per 10 s with the
   number held back.
-- app.hypercorn_fixes: a socket whose peer left is closed at once (hypercorn kept it in
-  CLOSE-WAIT for the 120 s keep-alive timeout), and HTTP/2 survives a request body that outlives
-  its response (hypercorn's `KeyError` ended every stream of the connection, SSE included).
+- app.hypercorn_fixes: a refusal answered before its request body was read (401, 413, 400) no
+  longer breaks HTTP/1.1 keep-alive (the body is drained, up to a bound, before the answer goes
+  out; past it the answer says `Connection: close`), on every listener, the Unix socket included;
+  a socket whose peer left is closed at once (hypercorn kept it in CLOSE-WAIT for the 120 s
+  keep-alive timeout), and HTTP/2 survives a request body that outlives its response
+  (hypercorn's `KeyError` ended every stream of the connection, SSE included).
 - SSE: at most `FOYA_MAX_STREAMS_PER_CLIENT` concurrent event streams per client address
   (app.http.sse); a Unix socket has one local client, its owner, and no cap.
 """
@@ -265,7 +268,7 @@ async def _serve(settings: Settings, plan: ServePlan, listener: Listener) -> Non
         log.info("shutting down")
         await service.kernel.begin_shutdown()
 
-    app: ASGIApp = service.app
+    app: ASGIApp = hypercorn_fixes.RequestBodyDrain(service.app)
     sock = listener.sock
     if plan.transport == "tcp":
         admission = Admission(

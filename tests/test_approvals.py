@@ -149,7 +149,7 @@ def test_an_invalid_decision_is_400_and_the_request_stays_pending(agent: Agent) 
         path = f"/sessions/{s.id}/approvals/{request['id']}"
         for body in ({"decision": "allow"}, {"decision": "ask"}, {"decision": ""}):
             assert_error(s.client.post(path, json=body), 400, "invalid_approval_decision")
-        assert_error(s.client.post(path, json={"decision": "denied", "x": 1}), 400, "bad_request")
+        assert_error(s.client.post(path, json={"decision": 1}), 400, "bad_request")
         decide(s, request["id"], "approved")
         frames = events.until_kind("turn_complete")
     assert only(frames, "approval_resolved")["decision"] == "approved"
@@ -178,15 +178,18 @@ def test_a_decision_for_an_unknown_request_is_a_no_op(agent: Agent) -> None:
     assert line["session"] == s.id and line["decision"] == "approved"
 
 
-def test_a_decision_through_another_session_is_ignored_and_counted(agent: Agent) -> None:
+def test_a_decision_through_another_session_is_refused_not_counted(agent: Agent) -> None:
     owner, other = agent.session("manual"), agent.session("manual")
     owner.push(tools(call("w", "write", {"path": "f.txt", "content": "x"})), answer("Fine."))
     with owner.events() as events:
         owner.submit()
         request = events.until_kind("approval_request")[-1].data["payload"]
         before = metric(owner.client, IGNORED)
-        decide(other, request["id"], "approved")
-        assert metric(owner.client, IGNORED) == before + 1
+        wrong = other.client.post(
+            f"/sessions/{other.id}/approvals/{request['id']}", json={"decision": "approved"}
+        )
+        assert_error(wrong, 404, "approval_not_found")
+        assert metric(owner.client, IGNORED) == before
         decide(owner, request["id"], "denied")
         frames = events.until_kind("turn_complete")
     assert only(frames, "approval_resolved")["decision"] == "denied"

@@ -115,11 +115,11 @@ def test_an_approval_is_decided_only_through_its_own_session(agent: Agent) -> No
     with s.events() as events:
         s.submit("write it")
         request = events.until_kind("approval_request")[-1].data["payload"]
-        # Through another session's URL: a no-op, like an unknown id.
+        # Through another session's URL: refused, and nothing changes (tests/test_approval_scope).
         wrong = other.client.post(
             f"/sessions/{other.id}/approvals/{request['id']}", json={"decision": "approved"}
         )
-        assert wrong.status_code == 204, wrong.text
+        assert_error(wrong, 404, "approval_not_found")
         # A body naming another request than the URL is refused.
         mismatched = s.client.post(
             f"/sessions/{s.id}/approvals/{request['id']}",

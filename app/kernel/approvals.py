@@ -5,6 +5,12 @@
   decision (`approval_request` → `POST …/approvals/{id}` → `approval_resolved`).
 - `auto`: a guardian model call decides; it denies when it cannot run.
 
+A request (`approval_request`, Foya's fields) says what would run: the tool, its action, the
+call's arguments as JSON text in `detail` (the command, the path and content…), the path or
+address in `resource`, and `execution_session`, the session whose tool asks. It is published on
+that session's own stream (a sub-agent's too: a client watching the child sees it there) and
+decided through that session's route, as Foya's desktop does with `session`.
+
 `approved_for_session` leaves an in-memory grant for (session, tool, action, scope) so the same
 kind of call runs without asking again. Grants and pending requests die with the process.
 
@@ -14,9 +20,13 @@ is made either way (Foya's order). The turn hands them over in `permission_hooks
 variable it sets in its own task, as Foya passes them in the turn's context: approvals keep no
 per-turn state, and a call outside a turn asks no hook.
 
-A decision that matches no pending request of its session (unknown, already decided, or
-another session's) changes nothing and is answered 204, as Foya does; it is logged as a warning
-and counted in `foya_approval_decisions_ignored_total`, since a client sending it is out of step.
+A decision for a request that is pending in another session changes nothing and is refused
+with 404 `approval_not_found` (Foya answers 204, and its client then believes the decision was
+taken). One for a request pending nowhere (unknown, already decided, or lost with a restart)
+changes nothing and is answered 204, as Foya does: Foya's desktop closes its approval dialog only
+when the call succeeds or `approval_resolved` arrives, and for a request lost with a restart
+nothing else would ever close it. It is logged as a warning and counted in
+`foya_approval_decisions_ignored_total`, since a client sending it is out of step.
 """
 
 from __future__ import annotations
@@ -27,7 +37,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from app.errors import BadRequest
+from app.errors import ApprovalNotFound, BadRequest
 from app.events import APPROVAL_REQUEST, APPROVAL_RESOLVED, ApprovalRequest, ApprovalResolved
 from app.kernel.ids import new_id
 from app.logs import get_logger
@@ -93,6 +103,7 @@ class Approvals:
         request: ApprovalRequest = {
             "id": request_id,
             "session": ask.session,
+            "execution_session": ask.session,
             "tool_name": ask.tool_name,
             "action": ask.action,
             "detail": ask.detail,
@@ -124,13 +135,15 @@ class Approvals:
         return decision
 
     def decide(self, session: str, request_id: str, decision: str) -> None:
-        """Record the user's decision on `session`'s request; an unknown or already decided
-        request, or one that belongs to another session, is a no-op."""
+        """Record the user's decision on `session`'s request; one pending in another session is
+        refused (`ApprovalNotFound`), an unknown or already decided one is a no-op."""
         chosen = next((d for d in DECISIONS if d == decision), None)
         if chosen is None:
             raise InvalidDecision(f"decision: must be one of {', '.join(DECISIONS)}")
         pending = self._pending.get(request_id)
-        if pending is not None and pending[0] == session and not pending[1].done():
+        if pending is not None and pending[0] != session:
+            raise ApprovalNotFound("no pending approval with this id in this session")
+        if pending is not None and not pending[1].done():
             pending[1].set_result(chosen)
             return
         self._log.warning(

@@ -59,8 +59,8 @@ def router(kernel: Kernel) -> APIRouter:
 
     @api.post("/sessions/{session_id}/approvals/{request_id}", status_code=204)
     async def decide(session_id: str, request_id: str, body: Decision) -> Response:
-        """approved, approved_for_session or denied; an unknown request (or one of another
-        session) is a no-op."""
+        """approved, approved_for_session or denied; 404 `approval_not_found` for a request
+        pending in another session, a no-op for an unknown or already decided one."""
         await kernel.decide_approval(session_id, request_id, body.request_id, body.decision)
         return Response(status_code=204)
 
