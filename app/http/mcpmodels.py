@@ -1,25 +1,28 @@
 """Request and response bodies of the `/mcp*` routes (Foya's shapes). The configuration itself is
-`app.kernel.mcp.McpConfig`, whose unknown fields are refused too."""
+`app.kernel.mcp.McpConfig`. Unknown fields are ignored in all of them, as Foya's handlers do."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from app.http.models import Strict
+from app.http.models import Lenient
 
 
 class McpStatus(BaseModel):
-    """One configured server's state (`disabled`, `disconnected`, `connecting`, `connected`,
-    `error`). `restarts` and `retry_at` are ours: how often it was started again after failing,
-    and when the next try is due."""
+    """One configured server's state: `connected`; `connecting`; `disconnected` (it was
+    connected and the connection was lost: the server exited, closed it or stopped answering;
+    noticed at once for a server that exits); `error` (it could not be connected); `disabled`.
+    `tools`, `restarts` and `retry_at` are ours: the names of its tools as the server calls
+    them, how often it was started again after failing, and when the next try is due."""
 
     id: str
     name: str
-    state: str
+    state: Literal["disabled", "disconnected", "connecting", "connected", "error"]
     transport: str
     tool_count: int
+    tools: list[str] = Field(default_factory=list)
     resource_count: int
     prompt_count: int
     error: str | None = None
@@ -27,14 +30,14 @@ class McpStatus(BaseModel):
     retry_at: str | None = None
 
 
-class ResourceRead(Strict):
+class ResourceRead(Lenient):
     """`POST /mcp/resources/read`."""
 
     server_id: str = ""
     uri: str = ""
 
 
-class PromptGet(Strict):
+class PromptGet(Lenient):
     """`POST /mcp/prompts/get`."""
 
     server_id: str = ""

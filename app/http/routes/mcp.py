@@ -33,7 +33,7 @@ def router(kernel: Kernel) -> APIRouter:
 
     @api.get("/mcp/status", response_model_exclude_none=True)
     async def mcp_status() -> list[McpStatus]:
-        """Every configured server's state, by id."""
+        """Every configured server's state and tool names, by id."""
         return [McpStatus.model_validate(s) for s in mcp.statuses()]
 
     @api.get("/mcp/registry", response_model_exclude_none=True)
@@ -43,7 +43,7 @@ def router(kernel: Kernel) -> APIRouter:
 
     @api.get("/mcp/resources")
     async def mcp_resources(server_id: str = "") -> list[dict[str, Any]]:
-        """A connected server's resources (502 `mcp_resources_failed`)."""
+        """A connected server's resources, `[]` when it offers none (502 `mcp_resources_failed`)."""
         return await mcp.resources(server_id.strip())
 
     @api.post("/mcp/resources/read")
@@ -53,7 +53,7 @@ def router(kernel: Kernel) -> APIRouter:
 
     @api.get("/mcp/prompts")
     async def mcp_prompts(server_id: str = "") -> list[dict[str, Any]]:
-        """A connected server's prompts (502 `mcp_prompts_failed`)."""
+        """A connected server's prompts, `[]` when it offers none (502 `mcp_prompts_failed`)."""
         return await mcp.prompts(server_id.strip())
 
     @api.post("/mcp/prompts/get")

@@ -8,6 +8,9 @@ Foya), and, stricter than Foya, neither do env values nor the values of headers 
 credentials (`is_secret_header`): answers show `SECRET_PLACEHOLDER` in their place. Sending a
 server back with a placeholder, or with `bearer_token` empty, keeps what is stored for it.
 
+A server's id is one name or, as the public registry names servers (and Foya keeps them),
+`namespace/name` (`valid_id`); two ids whose tools would get the same names are refused.
+
 `exposure` (`direct`, `deferred`, `hidden`; our addition, default `direct` as Foya's MCP tools
 are) says how the server's tools reach the model (`app.kernel.tooling`).
 
@@ -22,15 +25,20 @@ from collections.abc import Callable
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from app.bodies import Lenient
 from app.errors import BadRequest
 
 Transport = Literal["stdio", "streamable_http", "sse"]
 Exposure = Literal["direct", "deferred", "hidden"]
 SECRET_PLACEHOLDER = "********"  # noqa: S105 (what a secret is shown as)
 
-_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+#: A server id: one name, or the registry's `namespace/name` (`io.github.user/server`). Ids are
+#: keys in both files and the prefix of tool names, never a path: no segment starts with a dot.
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*(/[A-Za-z0-9][A-Za-z0-9_.-]*)?")
+MAX_ID = 200  # the registry's longest name
+_UNSAFE_IN_NAME = re.compile(r"[^A-Za-z0-9_-]+")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 _OMITTED_EMPTY = ("command", "args", "env", "cwd", "url", "headers", "bearer_token", "has_token")
@@ -41,10 +49,9 @@ class McpUpdateFailed(BadRequest):
     code = "mcp_update_failed"
 
 
-class ServerConfig(BaseModel):
-    """One MCP server, as `PUT /mcp` takes it and as it is kept (secrets included)."""
-
-    model_config = ConfigDict(extra="forbid")
+class ServerConfig(Lenient):
+    """One MCP server, as `PUT /mcp` takes it and as it is kept (secrets included); unknown
+    fields are ignored, as Foya's handler does."""
 
     id: str = Field(description="Unique; the prefix of the server's tool names.")
     name: str = ""
@@ -63,13 +70,22 @@ class ServerConfig(BaseModel):
     exposure: Exposure = "direct"
 
 
-class McpConfig(BaseModel):
+class McpConfig(Lenient):
     """The whole MCP configuration (`GET|PUT /mcp`)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     version: int = 1
     servers: list[ServerConfig] = Field(default_factory=list)
+
+
+def valid_id(server_id: str) -> bool:
+    """Whether `server_id` may name a server (`_ID`, at most `MAX_ID` characters)."""
+    return len(server_id) <= MAX_ID and bool(_ID.fullmatch(server_id))
+
+
+def name_prefix(server_id: str) -> str:
+    """The server's part of its tools' names (`mcp__<this>__<tool>`): unsafe characters
+    (`.`, `/`, …) become `_`."""
+    return _UNSAFE_IN_NAME.sub("_", server_id).strip("_")
 
 
 def is_secret_header(name: str) -> bool:
@@ -123,12 +139,18 @@ def merged(incoming: McpConfig, current: McpConfig) -> McpConfig:
     taken from `current` (same server id), validated; `McpUpdateFailed` otherwise."""
     stored = {s.id: s for s in current.servers}
     seen: set[str] = set()
+    prefixes: dict[str, str] = {}
     servers = []
     for item in incoming.servers:
         server_id = item.id.strip()
-        if not _ID.fullmatch(server_id) or server_id in seen:
+        if not valid_id(server_id) or server_id in seen:
             raise McpUpdateFailed(f"invalid or duplicate MCP server id {server_id!r}")
         seen.add(server_id)
+        other = prefixes.setdefault(name_prefix(server_id), server_id)
+        if other != server_id:  # else one server's tools would shadow the other's
+            raise McpUpdateFailed(
+                f"MCP server ids {other!r} and {server_id!r} give their tools the same names"
+            )
         old = stored.get(server_id)
         token = item.bearer_token or (old.bearer_token if old else "")
         env = _kept(server_id, "env", item.env, old.env if old else {}, lambda _: True)

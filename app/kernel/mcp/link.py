@@ -3,12 +3,15 @@ HTTP or SSE, supervised.
 
 `Link.start` runs `_supervise` as a task of its own and returns at once (the kernel does not
 wait for servers). The supervisor connects (bounded by the connect timeout), lists the
-server's tools, resources and prompts, and then checks it: a ping every `ping_interval`, and at
-once when a call saw the connection break or time out. A server that exits, breaks the
-connection or leaves a ping unanswered is closed (the SDK ends a stdio server's whole process
-group) and connected again after a backoff that doubles from `BACKOFF_FIRST` to `BACKOFF_MAX`;
+server's tools, resources and prompts, and then checks it: a ping every `ping_interval`, at
+once when a call saw the connection break or time out, and at once when the transport's
+stream ends (`watch`: a stdio server that exits, however it dies, closes its stdout). A
+server that exits, breaks the connection or leaves a ping unanswered is closed (the SDK ends a
+stdio server's whole process group), shown `disconnected` (`error` when it never connected),
+and connected again after a backoff that doubles from `BACKOFF_FIRST` to `BACKOFF_MAX`;
 `status()` shows the error, the restarts and when the next try is due. A call is bounded by the
-call timeout whatever the server does.
+call timeout whatever the server does. A server that offers no resources or prompts (no
+capability, or "Method not found") lists none.
 
 Everything runs under anyio cancel scopes, never a bare `Task.cancel()`: the SDK shuts a stdio
 server down in a shielded scope that a native cancellation could cut short (leaking the
@@ -31,7 +34,7 @@ from typing import Any, Literal, TypeVar
 import anyio
 import httpx2
 import mcp_types as types
-from mcp import Client, MCPDeprecationWarning, StdioServerParameters
+from mcp import Client, MCPDeprecationWarning, MCPError, StdioServerParameters
 from mcp.client.sse import sse_client
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -39,6 +42,7 @@ from mcp.client.streamable_http import streamable_http_client
 from app.events import iso_time
 from app.kernel.mcp.common import NotConnected, Timeouts
 from app.kernel.mcp.config import ServerConfig, secret_values
+from app.kernel.mcp.watch import watching
 from app.logs import get_logger
 
 BACKOFF_FIRST = 0.5
@@ -103,6 +107,7 @@ class Link:
             "state": self.state,
             "transport": self.config.transport,
             "tool_count": len(self.listing.tools),
+            "tools": [tool.name for tool in self.listing.tools],
             "resource_count": self.listing.resources,
             "prompt_count": self.listing.prompts,
             "restarts": self.restarts,
@@ -153,9 +158,10 @@ class Link:
                 if time.monotonic() - began > STABLE_AFTER:
                     failures = 0
                 failures += 1
+                lost = self._client is not None  # it was up: lost, rather than failing to start
                 self._down()
                 delay = min(BACKOFF_MAX, BACKOFF_FIRST * 2 ** (failures - 1))
-                self.state = "error"
+                self.state = "disconnected" if lost else "error"
                 self.retry_at = iso_time(time.time_ns() + int(delay * 1e9))
                 self._log.warning("MCP server failed; retrying", error=self.error, delay=delay)
                 await anyio.sleep(delay)
@@ -210,28 +216,47 @@ class Link:
                         httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300))
                     )
                     transport = streamable_http_client(config.url, http_client=http)
-            client = Client(transport, mode="legacy", cache=None)
+            client = Client(watching(transport, self._check_now), mode="legacy", cache=None)
             yield await stack.enter_async_context(client)
+
+    def _check_now(self) -> None:
+        self._check.set()
 
 
 async def _list(client: Client) -> Listing:
     listing = Listing([t for page in await _pages(client.list_tools) for t in page.tools])
-    capabilities = client.server_capabilities
-    if capabilities.resources is not None:
-        listing.resources = len(await resources(client))
-    if capabilities.prompts is not None:
-        listing.prompts = len(await prompts(client))
+    listing.resources = len(await resources(client))
+    listing.prompts = len(await prompts(client))
     return listing
 
 
 async def resources(client: Client) -> list[types.Resource]:
-    """Every resource the server lists (page by page, at most `PAGE_CAP` pages)."""
-    return [r for page in await _pages(client.list_resources) for r in page.resources]
+    """Every resource the server lists (page by page, at most `PAGE_CAP` pages); none when it
+    offers none."""
+    if client.server_capabilities.resources is None:
+        return []
+    pages = await _unless_missing(_pages(client.list_resources))
+    return [r for page in pages for r in page.resources]
 
 
 async def prompts(client: Client) -> list[types.Prompt]:
-    """Every prompt the server lists (page by page, at most `PAGE_CAP` pages)."""
-    return [p for page in await _pages(client.list_prompts) for p in page.prompts]
+    """Every prompt the server lists (page by page, at most `PAGE_CAP` pages); none when it
+    offers none."""
+    if client.server_capabilities.prompts is None:
+        return []
+    pages = await _unless_missing(_pages(client.list_prompts))
+    return [p for page in pages for p in page.prompts]
+
+
+async def _unless_missing(listing: Awaitable[list[Page]]) -> list[Page]:
+    """The pages, or none when the server does not have the method (it advertised the
+    capability all the same)."""
+    try:
+        return await listing
+    except MCPError as exc:
+        if exc.code == types.METHOD_NOT_FOUND:
+            return []
+        raise
 
 
 async def _pages(list_page: Callable[..., Awaitable[Page]]) -> list[Page]:

@@ -1,7 +1,11 @@
 """`GET /mcp/registry`: servers of the public MCP registry, shaped as Foya shapes them: each with a
 ready `config` (a remote `streamable_http`/`sse` URL first, else an npm package run over stdio
 through `npx` or its runtime hint) and `installable` false with a `reason` when it needs more
-configuration or has no way we can run it. The registry's URL is a setting
+configuration or has no way we can run it. The id (of the item and of its config) is the
+registry's name, `namespace/name`, as in Foya, so the client's "installed" check matches it.
+An item is only installable when `PUT /mcp` takes its config as the client sends it: the
+config is checked by the very rule `PUT /mcp` applies (`config.merged`), and one it refuses is
+answered with `installable` false and the reason. The registry's URL is a setting
 (`FOYA_MCP_REGISTRY_URL`), so tests and air-gapped hosts can point it elsewhere.
 """
 
@@ -10,6 +14,9 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
+from pydantic import ValidationError
+
+from app.kernel.mcp.config import McpConfig, McpUpdateFailed, ServerConfig, merged
 
 LIMIT = 40
 TIMEOUT = 15.0
@@ -29,14 +36,27 @@ async def registry_servers(url: str, query: str) -> list[dict[str, Any]]:
     for entry in entries:
         item = _install(entry.get("server") or {})
         if item["id"]:
-            found[item["id"]] = item
+            found[item["id"]] = _checked(item)
     return list(found.values())
+
+
+def _checked(item: dict[str, Any]) -> dict[str, Any]:
+    """`item`, no longer installable when `PUT /mcp` would refuse its config."""
+    if not item["installable"]:
+        return item
+    try:
+        merged(McpConfig(servers=[ServerConfig.model_validate(item["config"])]), McpConfig())
+    except (McpUpdateFailed, ValidationError) as exc:
+        reason = str(exc).splitlines()[0]
+        return {**item, "installable": False, "reason": f"invalid configuration: {reason}"}
+    return item
 
 
 def _install(server: dict[str, Any]) -> dict[str, Any]:
     name = str(server.get("name") or "")
     title = str(server.get("title") or "").strip() or name
-    config: dict[str, Any] = {"id": name, "name": title, "enabled": True}
+    # `transport` is always there (empty when there is no way to run it), as Foya sends it.
+    config: dict[str, Any] = {"id": name, "name": title, "enabled": True, "transport": ""}
     item: dict[str, Any] = {"id": name, "name": title, "installable": False, "config": config}
     for key in ("description", "version"):
         if server.get(key):
@@ -67,7 +87,7 @@ def _install(server: dict[str, Any]) -> dict[str, Any]:
             value = str(variable.get("value") or variable.get("default") or "")
             ready = ready and not (variable.get("isRequired") and not value)
             if value:
-                env[str(variable.get("name"))] = value
+                env[str(variable.get("name") or "")] = value
         config.update(
             transport="stdio",
             command=str(package.get("runtimeHint") or "npx"),

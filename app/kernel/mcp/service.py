@@ -9,7 +9,8 @@ definition changed (the others keep running) and stops the removed ones.
 Errors: `McpUpdateFailed` 400 (`app.kernel.mcp.config`); `McpRequestFailed` 502 with Foya's
 code of the route (`mcp_resources_failed`, `mcp_resource_read_failed`, `mcp_prompts_failed`,
 `mcp_prompt_get_failed`, `mcp_registry_failed`) when a server is not connected, fails or does
-not answer in time; `BadRequest` 400 when `server_id` (or `uri`, `name`) is missing.
+not answer in time; `BadRequest` 400 when `server_id` (or `uri`, `name`) is missing. A
+connected server that offers no resources or prompts lists none (`[]`), not an error.
 """
 
 from __future__ import annotations
@@ -156,6 +157,7 @@ class McpService:
                     "state": "disconnected" if server.enabled else "disabled",
                     "transport": server.transport,
                     "tool_count": 0,
+                    "tools": [],
                     "resource_count": 0,
                     "prompt_count": 0,
                     "restarts": 0,

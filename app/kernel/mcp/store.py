@@ -6,7 +6,8 @@ type, url, headers, disabled}}}`, plus our `name` and `exposure` when they are n
 No secret value is written there: env values and credential headers are left out of it, and
 a value found there (a hand-written file) is moved to the credentials file on the next save.
 The credentials file maps a server id to its bearer token, as Foya's does, and
-`<id>/env/<NAME>` and `<id>/headers/<Name>` to the other secrets. Both files are written
+`<id>/env/<NAME>` and `<id>/headers/<Name>` to the other secrets (an id has at most one `/`
+and a name none, so the keys cannot be mistaken for one another). Both files are written
 atomically, 0600.
 """
 
@@ -44,8 +45,8 @@ def load(root: Path) -> McpConfig:
         env = dict(item.get("env") or {})
         headers = dict(item.get("headers") or {})
         for key, value in secrets.items():
-            owner, _, rest = key.partition("/")
-            kind, _, name = rest.partition("/")
+            # From the right: an id may hold one `/` (`namespace/name`), a name none.
+            owner, kind, name = ["", "", *key.rsplit("/", 2)][-3:]
             if owner == server_id and kind == "env":
                 env[name] = value
             elif owner == server_id and kind == "headers":

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from app.kernel.approvals import Ask
 from app.kernel.mcp.common import NotConnected
+from app.kernel.mcp.config import name_prefix
 from app.kernel.tooling import ToolRunner, exposure
 from app.tools import ToolError, ToolResult
 from app.tools.base import Action, ToolContext
@@ -40,7 +41,7 @@ SEARCH_LIMIT, SEARCH_MAX = 8, 20
 def tool_name(server_id: str, remote: str) -> str:
     """`mcp__<server>__<tool>`, unsafe characters replaced, at most 64 characters (a longer
     name is cut and ends with a hash of the whole)."""
-    server = _UNSAFE.sub("_", server_id).strip("_")
+    server = name_prefix(server_id)
     tool = _UNSAFE.sub("_", remote).strip("_")
     name = f"mcp__{server}__{tool}"
     if len(name) > MAX_NAME:
