@@ -87,7 +87,7 @@ class Artifacts:
         artifact_id = secrets.token_hex(16)
         meta: dict[str, Any] = {
             "id": artifact_id,
-            "name": _display_name(name),
+            "name": display_name(name),
             "kind": "image",
             "media_type": media_type,
             "bytes": len(payload),
@@ -218,7 +218,8 @@ def _ref(meta: dict[str, Any]) -> dict[str, Any]:
     return {key: meta[key] for key in _REF_FIELDS}
 
 
-def _display_name(name: str) -> str:
+def display_name(name: str) -> str:
+    """A file name safe to show and store: its last path part, without control characters."""
     base = name.replace("\\", "/").rsplit("/", 1)[-1]
     # Drop controls, format characters (bidi overrides can fake an extension) and lone surrogates.
     clean = "".join(c for c in base if unicodedata.category(c) not in ("Cc", "Cf", "Cs")).strip()

@@ -704,11 +704,12 @@ def test_generation_requests_are_checked_first(kernel: Kernel, fake: FakeProvide
     assert_error(generate(client, {**doc, "id": "0" * 32}), 404, "canvas_not_found")
 
 
-def test_generate_video_answers_501(kernel: Kernel) -> None:
+def test_generate_video_checks_its_nodes(kernel: Kernel) -> None:
+    # Video generation itself is tested in tests/test_canvas_video.py.
     doc = create(kernel.client, title="video")
     body = {"expected_revision": 1, "config_node_id": "gen", "output_node_id": "out"}
     response = kernel.client.post(f"/canvases/{doc['id']}/generate-video", json=body)
-    assert_error(response, 501, "video_generation_unsupported")
+    assert_error(response, 400, "canvas_failed")
     response = kernel.client.post(f"/canvases/{'0' * 32}/generate-video", json=body)
     assert_error(response, 404, "canvas_not_found")
     assert get(kernel.client, doc["id"]) == doc

@@ -153,6 +153,7 @@ class Kernel:
             metrics,
             self.prompt,
             hooks=self.hooks,
+            protected=protected,
             turn_completed=self.memory_keeper.wake,
             user_stopped=lambda session: self.agents.cancel_tree(session),
             turn_answered=lambda session, run_id, answer: self.workflows.answered(
@@ -212,6 +213,7 @@ class Kernel:
             self.connections,
             self.providers,
             metrics,
+            lambda: self.web.fetcher,  # generated videos are downloaded through web_fetch's guard
         )
         self.automations = Automations(
             settings.data_dir,

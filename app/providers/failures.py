@@ -58,7 +58,7 @@ def _chain(exc: BaseException) -> list[BaseException]:
     return seen
 
 
-def _cause(exc: BaseException) -> str:
+def cause_of(exc: BaseException) -> str:
     """The root cause of a transport failure in a few words, or "" when none is known."""
     for inner in reversed(_chain(exc)):
         if isinstance(inner, ssl.SSLCertVerificationError):
@@ -103,11 +103,11 @@ def classify(exc: Exception, host: str, key: str) -> Failure:
         suffix = f": {detail}" if detail else ""
         return Failure("bad_response", f"{at} answered HTTP {status}{suffix}", status, detail)
     if isinstance(exc, openai.APITimeoutError | openai.APIConnectionError):
-        cause = _cause(exc) or "the connection failed"
+        cause = cause_of(exc) or "the connection failed"
         return Failure("network", f"cannot reach the provider at {host}: {cause}", cause=cause)
     if isinstance(exc, httpx.HTTPError | aiohttp.ClientError | OSError):
         # Raised by the SDK's HTTP library itself while a stream's body is read.
-        cause = _cause(exc) or "the connection closed before the answer ended"
+        cause = cause_of(exc) or "the connection closed before the answer ended"
         return Failure("network", f"the stream from {at} broke off: {cause}", cause=cause)
     if isinstance(exc, UnicodeError):
         cause = "the connection's URL or key is not plain ASCII"

@@ -2,8 +2,13 @@
 
 A stale `expected_revision` is answered 409 with the current document: Foya's body (the
 document's fields) plus `code` `canvas_revision_conflict` and `message`. Uploads are multipart
-(field `file`), images only, validated and re-encoded like session artifacts; asset bytes never
-change, so they are served with an immutable cache policy and their SHA-256 as the ETag.
+(field `file`), read as they arrive (app.http.streamed_upload): a video (MP4, QuickTime, WebM
+by its bytes) up to 500 MiB is streamed to disk, anything else must be an image (up to 20 MiB,
+validated and re-encoded like session artifacts). The body cap of this route is its own
+(`UPLOAD_LIMIT`: the largest video plus room for the multipart framing); the request guard
+leaves it to the route (`is_upload`). Asset bytes never change, so they are served with an
+immutable cache policy, their SHA-256 as the ETag (304 for a matching `If-None-Match`), and
+byte ranges (app.http.ranges) so a player can seek.
 """
 
 from __future__ import annotations
@@ -16,11 +21,14 @@ from pydantic import BaseModel
 from starlette.types import Scope
 
 from app.errors import BadRequest, FoyaError
+from app.http import ranges
 from app.http.errors import error_response
 from app.http.models import NonNegative
-from app.http.routes.artifacts import IMMUTABLE, UPLOAD_SCHEMA, multipart_file
+from app.http.routes.artifacts import IMMUTABLE, UPLOAD_SCHEMA
 from app.http.sse import EventStreamResponse, StreamRoute, cursor
+from app.http.streamed_upload import StreamedFile
 from app.kernel import Kernel
+from app.kernel.canvas.media import MAX_VIDEO_BYTES
 from app.kernel.canvas.models import (
     Asset,
     AssetTooLarge,
@@ -30,6 +38,8 @@ from app.kernel.canvas.models import (
     NewCanvas,
 )
 
+#: The asset upload's body cap: the largest video, and 1 MiB for the multipart framing.
+UPLOAD_LIMIT = MAX_VIDEO_BYTES + 1024 * 1024
 _UPLOAD_PATH = re.compile(r"/canvases/[^/]+/assets")
 _CONFLICT: dict[int | str, dict[str, Any]] = {
     409: {"description": "A stale expected_revision: the current document."}
@@ -52,7 +62,6 @@ def router(kernel: Kernel) -> APIRouter:
     """Routes bound to `kernel`."""
     api = APIRouter(tags=["canvases"])
     canvases = kernel.canvases
-    limit = kernel.artifacts.MAX_UPLOAD_BYTES
 
     @api.get("/canvases", response_model_exclude_none=True)
     async def list_canvases(session_id: str = "") -> list[Document]:
@@ -107,38 +116,54 @@ def router(kernel: Kernel) -> APIRouter:
         openapi_extra=UPLOAD_SCHEMA,
     )
     async def upload_asset(canvas_id: str, request: Request) -> AssetCreated | Response:
-        """Add a PNG, JPEG, WebP or GIF (re-encoded without metadata) to the canvas's assets."""
+        """Add a video (MP4, QuickTime or WebM, up to 500 MiB, stored as sent) or an image
+        (PNG, JPEG, WebP or GIF, up to 20 MiB, re-encoded without metadata) to the assets."""
         try:
             canvases.get(canvas_id)
-            name, data = await multipart_file(
+            upload = StreamedFile(
                 request,
-                limit,
+                UPLOAD_LIMIT,
                 what="asset",
-                too_large=AssetTooLarge(f"the upload is larger than {limit >> 20} MiB"),
+                too_large=AssetTooLarge(f"the upload is larger than {MAX_VIDEO_BYTES >> 20} MiB"),
                 missing=BadRequest('multipart field "file" is required', code="missing_asset"),
             )
+            name = await upload.open()
+            asset, doc = await canvases.add_upload(canvas_id, name, upload.chunks())
         except FoyaError as exc:
             # Refused with the body (partly) unread: hypercorn closes the connection after
             # the response, so tell the client not to reuse it.
             return error_response(exc.status, exc.code, exc.message, {"Connection": "close"})
-        asset, doc = await canvases.add_asset(canvas_id, name, data)
         return AssetCreated(asset=asset, canvas=doc)
 
     @api.get(
         "/canvases/{canvas_id}/assets/{asset_id}",
         response_class=Response,
-        responses={200: {"content": {"image/*": {}}}, 304: {"description": "Not modified"}},
+        responses={
+            200: {"content": {"image/*": {}, "video/*": {}}},
+            206: {"description": "The byte range asked for (`Range: bytes=a-b`)"},
+            304: {"description": "Not modified"},
+            416: {"description": "The range starts beyond the end (`range_not_satisfiable`)"},
+        },
     )
     async def read_asset(
-        canvas_id: str, asset_id: str, if_none_match: str | None = Header(None)
+        canvas_id: str,
+        asset_id: str,
+        if_none_match: str | None = Header(None),
+        range_: str | None = Header(None, alias="range"),
+        if_range: str | None = Header(None),
     ) -> Response:
-        """The asset's bytes; they never change, so clients may cache them for good."""
+        """The asset's bytes, whole or a byte range; they never change, so clients may cache
+        them for good."""
         asset = canvases.asset(canvas_id, asset_id)
-        headers = {"Cache-Control": IMMUTABLE, "ETag": f'"{asset.sha256}"'}
+        headers = {
+            "Cache-Control": IMMUTABLE,
+            "ETag": f'"{asset.sha256}"',
+            "Accept-Ranges": "bytes",
+        }
         if if_none_match and headers["ETag"] in re.split(r"\s*,\s*", if_none_match.strip()):
             return Response(status_code=304, headers=headers)
-        data, asset = await canvases.read_asset(canvas_id, asset_id)
-        return Response(data, media_type=asset.media_type, headers=headers)
+        body, asset = await canvases.read_asset(canvas_id, asset_id)
+        return ranges.ranged(body.chunks, body.size, asset.media_type, headers, range_, if_range)
 
     @api.post(
         "/canvases/{canvas_id}/generate-image",
@@ -153,10 +178,12 @@ def router(kernel: Kernel) -> APIRouter:
     @api.post(
         "/canvases/{canvas_id}/generate-video",
         response_model_exclude_none=True,
-        responses={501: {"description": "Video generation is not implemented."}},
+        responses=_CONFLICT,
     )
     async def generate_video(canvas_id: str, body: GenerationRequest) -> Document:
-        """Always 501 `video_generation_unsupported` (for a canvas that exists)."""
+        """Generate the output node's video with the video connection's task API (both nodes
+        `queued`, then `running`, on the canvas stream); answers the document once the video
+        is stored (both `success`), or 502 `generation_provider_failed` (both `error`)."""
         return await canvases.generate_video(canvas_id, body)
 
     return api

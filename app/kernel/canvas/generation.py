@@ -1,5 +1,6 @@
 """Canvas generation: a `generation` node's settings and prompt, through an image connection's
-images API (`Provider.generate_image`), into an `image` node.
+images API (`Provider.generate_image`), into an `image` node; or through a video connection's
+task API into a `video` node (app.kernel.canvas.video, which says how that differs).
 
 Order (Foya's, with the running state made the kernel's own):
 
@@ -24,9 +25,8 @@ A generation cut short by a shutdown or a crash leaves its nodes `running` in th
 next start marks them `error` (app.kernel.canvas.store). Deleting the canvas cancels its
 generations. `foya_canvas_generations{outcome}` counts success, error and interrupted.
 
-Video generation is not implemented: Foya's video protocols (Seedance, MiniMax task APIs) are
-not OpenAI APIs. `generate-video` answers 501 `video_generation_unsupported` for an existing
-canvas, whatever connections are configured.
+Both kinds run the same way (`_generate`): checked, marked (`running` for an image, `queued`
+for a video), run as a task of the kernel's, marked `success` or `error`.
 """
 
 from __future__ import annotations
@@ -35,13 +35,14 @@ import asyncio
 import contextlib
 import dataclasses
 import errno
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeVar
 
 from app.artifacts import MAX_BYTES
 from app.errors import FoyaError, InsufficientStorage, Unavailable
+from app.kernel.canvas import edits, video
 from app.kernel.canvas.models import (
-    Asset,
     AssetTooLarge,
     CanvasFailed,
     CanvasNotFound,
@@ -51,17 +52,19 @@ from app.kernel.canvas.models import (
     Node,
     RevisionConflict,
     UnsupportedMedia,
-    VideoUnsupported,
 )
 from app.kernel.connections import Connections
 from app.kernel.providers import Providers
+from app.kernel.web.errors import FetchError
 from app.logs import get_logger
 from app.metrics import Metrics
 from app.providers.base import ImageRequest, Provider, ProviderError
 
 if TYPE_CHECKING:
-    from app.kernel.canvas.service import Canvases, Edit
+    from app.kernel.canvas.service import Canvases
+    from app.kernel.web.fetch import Fetcher
 
+Job = TypeVar("Job")
 TIMEOUT = 300.0
 #: Foya's sizes for aspect ratios (OpenAI's three sizes); anything else is square.
 SIZES = {
@@ -72,7 +75,6 @@ SIZES = {
     "3:4": "1024x1536",
     "2:3": "1024x1536",
 }
-OUTPUT_WIDTH, HEADER_HEIGHT = 360, 32  # the output node is resized to the image, as Foya does
 
 
 @dataclass(frozen=True)
@@ -93,44 +95,62 @@ class Generations:
         connections: Connections,
         providers: Providers,
         metrics: Metrics,
+        fetcher: Callable[[], Fetcher],
     ) -> None:
         self.canvases = canvases
         self.connections = connections
         self.providers = providers
+        self.videos = video.Videos(canvases, fetcher)
         self._outcomes = metrics.canvas_generations
         self._tasks: dict[str, set[asyncio.Task[Document]]] = {}
         self._stopping = False
 
     async def image(self, canvas_id: str, request: GenerationRequest) -> Document:
         """Generate into the output node; the document once done (see the module docstring)."""
+
+        def prepare(doc: Document, config: Node) -> ImageJob:
+            return self._image_job(doc, config, request.connection_id)
+
+        return await self._generate(canvas_id, request, "image", prepare, self._image_work)
+
+    async def video(self, canvas_id: str, request: GenerationRequest) -> Document:
+        """Generate a video into the output node; the document once done
+        (app.kernel.canvas.video)."""
+
+        def prepare(doc: Document, config: Node) -> video.VideoJob:
+            return video.video_job(doc, config, request.connection_id, self.connections)
+
+        return await self._generate(canvas_id, request, "video", prepare, self.videos.run)
+
+    async def _generate(
+        self,
+        canvas_id: str,
+        request: GenerationRequest,
+        mode: str,
+        prepare: Callable[[Document, Node], Job],
+        work: Callable[[str, tuple[str, str], Job], Awaitable[Document]],
+    ) -> Document:
         if self._stopping:
             raise Unavailable("the kernel is stopping; generate again once it is back")
         doc = self.canvases.get(canvas_id)
         expected = request.expected_revision
         if expected != doc.revision:
             raise RevisionConflict(doc, expected)
-        config = _config_node(doc, request, "image")
+        config = edits.config_node(doc, request, mode)
         ids = (request.config_node_id, request.output_node_id)
         try:
-            job = self._image_job(doc, config, request.connection_id)
+            job = prepare(doc, config)
         except CanvasFailed as exc:
-            await self.canvases.change(canvas_id, _marked(ids, "error", exc.message), expected)
+            await self.canvases.change(canvas_id, edits.marked(ids, "error", exc.message), expected)
             self._outcomes.labels(outcome="error").inc()
             raise
-        await self.canvases.change(canvas_id, _marked(ids, "running"), expected)
-        task = asyncio.create_task(self._run(canvas_id, ids, job))
+        first = "queued" if mode == "video" else "running"
+        await self.canvases.change(canvas_id, edits.marked(ids, first), expected)
+        started = self._run(canvas_id, ids, mode, lambda: work(canvas_id, ids, job))
+        task = asyncio.create_task(started)
         self._tasks.setdefault(canvas_id, set()).add(task)
         task.add_done_callback(lambda t: self._finished(canvas_id, t))
         return await self._outcome(canvas_id, task)
-
-    async def video(self, canvas_id: str, request: GenerationRequest) -> Document:
-        """Refused: no video-generation API is implemented (see the module docstring)."""
-        self.canvases.get(canvas_id)
-        raise VideoUnsupported(
-            "this kernel does not generate videos (no video-generation API is implemented, so "
-            "video connections are not used); generate images with POST "
-            "/canvases/{id}/generate-image"
-        )
 
     async def cancel(self, canvas_id: str) -> None:
         """Stop the canvas's generations (it is being deleted)."""
@@ -143,7 +163,7 @@ class Generations:
 
     def _image_job(self, doc: Document, config: Node, connection_id: str) -> ImageJob:
         spec = config.generation
-        assert spec is not None  # checked by _config_node
+        assert spec is not None  # checked by edits.config_node
         default = self.connections.defaults()["image"]
         cid = connection_id or spec.connection_id or default.get("connection_id", "")
         model = (spec.model or "").strip() or default.get("model", "")
@@ -164,34 +184,36 @@ class Generations:
         settings = connection["model_settings"].get(model)
         if settings is not None and not settings.get("image_generation"):
             raise CanvasFailed(f"model {model} does not support image generation")
-        parts = [config.prompt.strip()] if config.prompt and config.prompt.strip() else []
-        references: list[str] = []
-        for source in _sources(doc, config.id):
-            if source.type == "text" and source.text and source.text.strip():
-                parts.append(source.text.strip())
-            if source.type == "image" and source.asset_id:
-                references.append(source.asset_id)
-        if not parts:
-            raise CanvasFailed("connect a prompt node or enter a prompt in the generation node")
+        prompt, references = edits.inputs(doc, config)
         size = SIZES.get(spec.aspect_ratio or "", "1024x1024")
-        request = ImageRequest(model, "\n\n".join(parts), size, spec.quality)
+        request = ImageRequest(model, prompt, size, spec.quality)
         return ImageJob(self.providers.for_connection(cid), request, tuple(references))
 
-    async def _run(self, canvas_id: str, ids: tuple[str, str], job: ImageJob) -> Document:
+    async def _image_work(self, canvas_id: str, ids: tuple[str, str], job: ImageJob) -> Document:
+        read = self.canvases.store.read_asset
+        references = [await asyncio.to_thread(read, canvas_id, a) for a in job.references]
+        async with asyncio.timeout(TIMEOUT):
+            request = dataclasses.replace(job.request, references=tuple(references))
+            data = await job.provider.generate_image(request, MAX_BYTES)
+        asset = await self.canvases.store_image(canvas_id, "generated.png", data)
+        return await self.canvases.change(canvas_id, edits.done(ids, asset))
+
+    async def _run(
+        self,
+        canvas_id: str,
+        ids: tuple[str, str],
+        mode: str,
+        work: Callable[[], Awaitable[Document]],
+    ) -> Document:
+        """`work`'s document; on failure both nodes `error` and the failure raised."""
         try:
-            read = self.canvases.store.read_asset
-            references = [await asyncio.to_thread(read, canvas_id, a) for a in job.references]
-            async with asyncio.timeout(TIMEOUT):
-                request = dataclasses.replace(job.request, references=tuple(references))
-                data = await job.provider.generate_image(request, MAX_BYTES)
-            asset = await self.canvases.store_image(canvas_id, "generated.png", data)
-            doc = await self.canvases.change(canvas_id, _done(ids, asset))
+            doc = await work()
         except Exception as exc:
             if self.canvases.store.find(canvas_id) is None:
                 raise  # the canvas is gone: nothing to mark
-            failure = _failure(exc)
+            failure = _failure(exc, mode)
             with contextlib.suppress(CanvasNotFound):
-                await self.canvases.change(canvas_id, _marked(ids, "error", failure.message))
+                await self.canvases.change(canvas_id, edits.marked(ids, "error", failure.message))
             self._outcomes.labels(outcome="error").inc()
             raise failure from None
         self._outcomes.labels(outcome="success").inc()
@@ -221,14 +243,18 @@ class Generations:
             task.exception()  # retrieved here: the request that awaited it may have gone
 
 
-def _failure(exc: Exception) -> FoyaError:
-    """What a generation that raised `exc` answers; its message is what both nodes show."""
+def _failure(exc: Exception, mode: str) -> FoyaError:
+    """What a generation (of an `image` or a `video`) that raised `exc` answers; its message is
+    what both nodes show."""
     if isinstance(exc, TimeoutError):
-        return GenerationFailed(f"image generation timed out after {TIMEOUT:.0f} s")
+        limit = video.TIMEOUT if mode == "video" else TIMEOUT
+        return GenerationFailed(f"{mode} generation timed out after {limit:.0f} s")
     if isinstance(exc, ProviderError):
         return GenerationFailed(exc.message)
+    if isinstance(exc, FetchError):
+        return GenerationFailed(f"the generated {mode} could not be downloaded: {exc}")
     if isinstance(exc, UnsupportedMedia | AssetTooLarge):
-        return GenerationFailed(f"the provider's image cannot be used: {exc.message}")
+        return GenerationFailed(f"the provider's {mode} cannot be used: {exc.message}")
     if isinstance(exc, CanvasNotFound):  # a reference image's asset
         return CanvasFailed(exc.message)
     if isinstance(exc, FoyaError):  # damaged asset files
@@ -237,58 +263,6 @@ def _failure(exc: Exception) -> FoyaError:
         return InsufficientStorage("the disk holding the data directory is full: free space on it")
     get_logger("foya.canvas").error("canvas generation failed", exc_info=exc)
     return FoyaError("the generation failed (internal error)")
-
-
-def _config_node(doc: Document, request: GenerationRequest, mode: str) -> Node:
-    """The generation node, after checking both nodes of the request (nothing changed)."""
-    config = doc.node(request.config_node_id)
-    output = doc.node(request.output_node_id)
-    if config is None or output is None or config is output:
-        raise CanvasFailed("generation config and output nodes are required")
-    if config.type != "generation" or config.generation is None or config.generation.mode != mode:
-        raise CanvasFailed(f"node is not an {mode} generation configuration")
-    if output.type != mode:
-        raise CanvasFailed(f"generation output node must be an {mode}")
-    return config
-
-
-def _sources(doc: Document, node_id: str) -> list[Node]:
-    """Nodes with an edge into `node_id`, in edge order."""
-    by_id = {n.id: n for n in doc.nodes}
-    return [
-        by_id[e.from_node_id]
-        for e in doc.edges
-        if e.to_node_id == node_id and e.from_node_id in by_id
-    ]
-
-
-def _marked(ids: tuple[str, ...], status: str, error: str | None = None) -> Edit:
-    def edit(doc: Document) -> dict[str, Any]:
-        update = {"status": status, "error": error}
-        return {"nodes": [n.model_copy(update=update) if n.id in ids else n for n in doc.nodes]}
-
-    return edit
-
-
-def _done(ids: tuple[str, str], asset: Asset) -> Edit:
-    config_id, output_id = ids
-    shown: dict[str, Any] = {"asset_id": asset.id, "status": "success", "error": None}
-    if asset.width and asset.height:
-        shown["width"] = OUTPUT_WIDTH
-        shown["height"] = HEADER_HEIGHT + OUTPUT_WIDTH * asset.height / asset.width
-
-    def edit(doc: Document) -> dict[str, Any]:
-        nodes = [
-            n.model_copy(update={"status": "success", "error": None})
-            if n.id == config_id
-            else n.model_copy(update=shown)
-            if n.id == output_id
-            else n
-            for n in doc.nodes
-        ]
-        return {"nodes": nodes, "assets": [*doc.assets, asset]}
-
-    return edit
 
 
 async def _cancelled(tasks: set[asyncio.Task[Document]]) -> None:

@@ -1,7 +1,7 @@
 """Canvas documents as Foya stores and sends them, and the errors of the canvas routes.
 
 A document is a visual workspace: nodes (images, videos, text, generation settings), edges
-between them, the assets (original images) its nodes show, a viewport and a background.
+between them, the assets (images and videos) its nodes show, a viewport and a background.
 `revision` counts its changes from 1; every write names the revision it saw.
 
 Fields Foya leaves out when empty (`omitempty`) are `None` here and dropped on output
@@ -15,8 +15,8 @@ Exception map (status, code — Foya's):
   `code` and `message`
 - `CanvasFailed` 400 `canvas_failed`: a rule of the document or of a generation request broken
 - `UnsupportedMedia` 415 `unsupported_canvas_media`, `AssetTooLarge` 413 `canvas_asset_too_large`
-- `GenerationFailed` 502 `generation_provider_failed`: the image provider failed
-- `VideoUnsupported` 501 `video_generation_unsupported`
+- `GenerationFailed` 502 `generation_provider_failed`: the image or video provider failed (or
+  its result could not be downloaded or used)
 """
 
 from __future__ import annotations
@@ -24,8 +24,9 @@ from __future__ import annotations
 import datetime as dt
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, FiniteFloat
+from pydantic import BeforeValidator, Field, FiniteFloat
 
+from app.bodies import Strict
 from app.errors import BadRequest, Conflict, FoyaError, NotFound
 
 #: Go's int64/uint64 range, which Foya's documents hold.
@@ -42,10 +43,8 @@ OptionalFloat = Annotated[FiniteFloat | None, BeforeValidator(_absent_if_empty)]
 OptionalInt = Annotated[Int64 | None, BeforeValidator(_absent_if_empty)]
 
 
-class Wire(BaseModel):
-    """A part of a document: unknown fields refused."""
-
-    model_config = ConfigDict(extra="forbid")
+class Wire(Strict):
+    """A part of a document: unknown fields refused, as Foya's canvas handlers do."""
 
     def wire(self) -> dict[str, Any]:
         """As JSON values, Foya's empty fields left out."""
@@ -97,7 +96,8 @@ class Viewport(Wire):
 
 
 class Asset(Wire):
-    """An original image a canvas holds; its bytes are served by the asset route."""
+    """An image or video a canvas holds (`kind`); its bytes are served by the asset route.
+    Videos have no `width` and `height`, as in Foya."""
 
     id: str
     name: str
@@ -116,9 +116,9 @@ class Document(Wire):
     session_id: Text = None
     project_id: Text = None
     revision: Revision
-    nodes: list[Node] = []
-    edges: list[Edge] = []
-    assets: list[Asset] = []
+    nodes: list[Node] = Field(default_factory=list)
+    edges: list[Edge] = Field(default_factory=list)
+    assets: list[Asset] = Field(default_factory=list)
     viewport: Viewport = Viewport(x=160, y=120, zoom=1)
     background: str = "dots"
     created_at: dt.datetime
@@ -195,11 +195,6 @@ class AssetTooLarge(FoyaError):
 class GenerationFailed(FoyaError):
     status = 502
     code = "generation_provider_failed"
-
-
-class VideoUnsupported(FoyaError):
-    status = 501
-    code = "video_generation_unsupported"
 
 
 def now() -> dt.datetime:

@@ -5,6 +5,10 @@ canvas's events go out in revision order. A change names the revision it was mad
 stale one is refused with the current document (`RevisionConflict`). Image work (validating
 and re-encoding an upload) runs off the event loop, at most `CONCURRENT_ADDS` at a time, and
 outside the lock.
+
+An upload is told apart by its first bytes (`add_upload`): a video (app.kernel.canvas.media)
+is streamed to disk as it arrives, up to 500 MiB; anything else is read as an image, up to
+the image limit (20 MiB), and validated as one (415 `unsupported_canvas_media` otherwise).
 """
 
 from __future__ import annotations
@@ -14,11 +18,12 @@ import contextlib
 import secrets
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from app.artifacts import MAX_BYTES as MAX_IMAGE_BYTES
 from app.broker import Broker
 from app.errors import BadRequest, NotFound
-from app.kernel.canvas import rules
+from app.kernel.canvas import media, rules
 from app.kernel.canvas.generation import Generations
 from app.kernel.canvas.models import (
     Asset,
@@ -37,6 +42,9 @@ from app.kernel.projects import Projects
 from app.kernel.providers import Providers
 from app.kernel.sessions import Sessions
 from app.metrics import Metrics
+
+if TYPE_CHECKING:
+    from app.kernel.web.fetch import Fetcher
 
 DEFAULT_TITLE = "Untitled canvas"
 #: A change: the fields to replace, computed from the current document (may raise to refuse).
@@ -57,12 +65,13 @@ class Canvases:
         connections: Connections,
         providers: Providers,
         metrics: Metrics,
+        fetcher: Callable[[], Fetcher],
     ) -> None:
         self.store = CanvasStore(data_dir)
         self.broker = broker
         self.sessions = sessions
         self.projects = projects
-        self.generations = Generations(self, connections, providers, metrics)
+        self.generations = Generations(self, connections, providers, metrics, fetcher)
         self._lock = asyncio.Lock()
         self._adds = asyncio.Semaphore(self.CONCURRENT_ADDS)
 
@@ -156,6 +165,40 @@ class Canvases:
             await self.broker.deliver(topic(canvas_id), event(DELETED, gone))
         self.broker.end_topic(topic(canvas_id))
 
+    async def add_upload(
+        self, canvas_id: str, name: str, chunks: AsyncIterator[bytes]
+    ) -> tuple[Asset, Document]:
+        """Store an uploaded video or image arriving as `chunks` (see the module docstring) and
+        add it to the canvas's assets, as a new revision."""
+        self.store.get(canvas_id)
+        head = await media.peek(chunks)
+        media_type = media.video_type(head)
+        if media_type is None:
+            return await self.add_asset(
+                canvas_id, name, await media.collect(head, chunks, MAX_IMAGE_BYTES)
+            )
+        received = await media.receive(self.store.staging, chunks, head)
+        asset = await self.store_video(canvas_id, name, media_type, received)
+        doc = await self.change(canvas_id, lambda d: {"assets": [*d.assets, asset]})
+        return asset, doc
+
+    async def store_video(
+        self, canvas_id: str, name: str, media_type: str, received: media.Received
+    ) -> Asset:
+        """A staged video stored among the canvas's assets but not yet in its document."""
+        try:
+            self.store.get(canvas_id)
+            asset = await asyncio.to_thread(
+                self.store.add_video, canvas_id, name, media_type, received
+            )
+        except BaseException:
+            await asyncio.to_thread(received.path.unlink, missing_ok=True)
+            raise
+        if self.store.find(canvas_id) is None:  # deleted meanwhile: leave nothing behind
+            await asyncio.to_thread(self.store.drop_assets, canvas_id)
+            raise CanvasNotFound(f"canvas {canvas_id} not found")
+        return asset
+
     async def add_asset(self, canvas_id: str, name: str, data: bytes) -> tuple[Asset, Document]:
         """Store an uploaded image (validated and re-encoded like session artifacts) and add it
         to the canvas's assets, as a new revision."""
@@ -173,10 +216,15 @@ class Canvases:
             raise CanvasNotFound(f"canvas {canvas_id} not found")
         return asset
 
-    async def read_asset(self, canvas_id: str, asset_id: str) -> tuple[bytes, Asset]:
-        """An asset's bytes (checked against its SHA-256) and its description."""
+    async def read_asset(self, canvas_id: str, asset_id: str) -> tuple[media.AssetBody, Asset]:
+        """An asset's bytes to serve (an image's checked against its SHA-256, a video's file
+        against its size) and its description."""
         asset = self.asset(canvas_id, asset_id)
-        return await asyncio.to_thread(self.store.read_asset, canvas_id, asset_id), asset
+        if asset.kind == "video":
+            path = await asyncio.to_thread(self.store.open_video, canvas_id, asset)
+            return media.AssetBody(asset.bytes, path=path), asset
+        data = await asyncio.to_thread(self.store.read_asset, canvas_id, asset_id)
+        return media.AssetBody(len(data), data=data), asset
 
     def asset(self, canvas_id: str, asset_id: str) -> Asset:
         found = self.store.get(canvas_id).asset(asset_id)

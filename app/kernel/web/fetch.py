@@ -10,13 +10,19 @@ the environment is used: a proxy would make the address checks meaningless.
 
 Errors are `FetchError`s whose message is what the model is told, in Foya's words
 (`web fetch returned HTTP 404`, `web fetch response exceeds 5 MB`, …).
+
+`download` is the same guarded GET for a file (a generated canvas video): its body is handed
+to a sink as it arrives, bounded by its own size and time; headers given for it (a provider's
+key) are sent only to the first URL's origin, never after a redirect to another one.
 """
 
 from __future__ import annotations
 
 import asyncio
 import codecs
+import contextlib
 import socket
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 
 import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
@@ -90,10 +96,31 @@ class Fetcher:
         """The text of the page at `raw` (Markdown for HTML), or `FetchError`."""
         url = check_url(raw)
         try:
-            async with asyncio.timeout(self.timeout):
-                return await self._follow(url)
+            async with asyncio.timeout(self.timeout), self._open(url) as response:
+                data = await self._body(response)
+                content_type = response.headers.get("Content-Type", "").lower()
+                return await self._text(data, content_type, response.charset, url)
         except TimeoutError:
             raise FetchError(f"web fetch failed: no answer within {self.timeout:g} s") from None
+
+    async def download(
+        self,
+        raw: str,
+        sink: Callable[[bytes], Awaitable[None]],
+        *,
+        max_bytes: int,
+        time_limit: float,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        """Hand the body at `raw` to `sink` as it arrives (at most `max_bytes`, within
+        `time_limit` seconds), or `FetchError`; `headers` go to `raw`'s origin only."""
+        url = check_url(raw)
+        try:
+            async with asyncio.timeout(time_limit), self._open(url, headers) as response:
+                async for chunk in self._chunks(response, max_bytes):
+                    await sink(chunk)
+        except TimeoutError:
+            raise FetchError(f"web fetch failed: not done within {time_limit:g} s") from None
 
     async def close(self) -> None:
         if self._session is not None:
@@ -120,11 +147,18 @@ class Fetcher:
         if address is not None and not self.allow.allows(host, address):
             raise FetchError(f"web fetch failed: {host} is a private or reserved address")
 
-    async def _follow(self, url: URL) -> str:
+    @contextlib.asynccontextmanager
+    async def _open(
+        self, url: URL, headers: Mapping[str, str] | None = None
+    ) -> AsyncIterator[aiohttp.ClientResponse]:
+        """The 2xx response at the end of `url`'s redirects, every hop checked; errors
+        while it is read are mapped here too."""
+        origin = url.origin()
         for hop in range(self.max_redirects + 1):
             self._check_literal(url)
+            sent = headers if headers and url.origin() == origin else None
             try:
-                async with self._client().get(url, allow_redirects=False) as response:
+                async with self._client().get(url, allow_redirects=False, headers=sent) as response:
                     location = response.headers.get("Location")
                     if response.status in _REDIRECTS and location:
                         if hop == self.max_redirects:
@@ -133,9 +167,8 @@ class Fetcher:
                         continue
                     if not 200 <= response.status < 300:
                         raise FetchError(f"web fetch returned HTTP {response.status}")
-                    data = await self._body(response)
-                    content_type = response.headers.get("Content-Type", "").lower()
-                    return await self._text(data, content_type, response.charset, url)
+                    yield response
+                    return
             except aiohttp.ClientConnectorError as exc:
                 if isinstance(exc.os_error, Blocked):
                     raise FetchError(f"web fetch failed: {exc.os_error}") from None
@@ -158,17 +191,19 @@ class Fetcher:
             raise FetchError("web fetch failed: redirect to an invalid or unsafe URL") from None
 
     async def _body(self, response: aiohttp.ClientResponse) -> bytes:
-        too_large = FetchError(f"web fetch response exceeds {_size(self.max_bytes)}")
-        if response.content_length is not None and response.content_length > self.max_bytes:
+        return b"".join([chunk async for chunk in self._chunks(response, self.max_bytes)])
+
+    @staticmethod
+    async def _chunks(response: aiohttp.ClientResponse, max_bytes: int) -> AsyncIterator[bytes]:
+        too_large = FetchError(f"web fetch response exceeds {_size(max_bytes)}")
+        if response.content_length is not None and response.content_length > max_bytes:
             raise too_large
-        chunks: list[bytes] = []
         size = 0
         async for chunk in response.content.iter_chunked(64 * 1024):
             size += len(chunk)
-            if size > self.max_bytes:
+            if size > max_bytes:
                 raise too_large
-            chunks.append(chunk)
-        return b"".join(chunks)
+            yield chunk
 
     async def _text(self, data: bytes, content_type: str, charset: str | None, url: URL) -> str:
         if content_type and not any(t in content_type for t in ("text/", "json", "xml")):
