@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, NotRequired, Required
 
@@ -21,6 +21,8 @@ from pydantic import ConfigDict, with_config
 # typing_extensions' TypedDict: pydantic (which builds the HTTP schemas from these) needs it
 # before Python 3.12.
 from typing_extensions import TypedDict
+
+from app.wire import render_payload
 
 MESSAGE_END = "message_end"
 MESSAGE_IMPORTED = "message_imported"
@@ -104,7 +106,7 @@ class Checkpoint(TypedDict):
 
 class ToolCall(TypedDict):
     """A call in an assistant message. Stored with `input` the decoded arguments; the history
-    route serves `input` as JSON text with the call's `status` (app.http.chatview)."""
+    wire carries `input` as JSON text with the call's `status` (app.wire)."""
 
     id: str
     name: str
@@ -221,9 +223,9 @@ ToolStatus = Literal["queued", "running", "done", "error"]
 class ToolUpdate(TypedDict):
     """`tool_update`, as Foya sends it: `queued` with the call's arguments once the step is
     recorded, `running` with them when the call starts, `error` with the output when the loop
-    guard holds the call back. `input` is the arguments as JSON text (`arguments_text`), as
-    Foya's tool view parses it. Events stored before this shape carry `input` as an object
-    and status `pending`: `Event.wire` renders them in this shape."""
+    guard holds the call back. `input` is the arguments as JSON text
+    (`app.wire.arguments_text`), as Foya's tool view parses it. Events stored before this
+    shape carry `input` as an object and status `pending`: `app.wire` renders them."""
 
     id: str
     name: str
@@ -231,26 +233,6 @@ class ToolUpdate(TypedDict):
     status: ToolStatus
     output: NotRequired[str]
     is_error: NotRequired[bool]
-
-
-def arguments_text(value: Any) -> str:
-    """A tool call's arguments (a decoded JSON object) as the JSON text clients show and
-    parse: the one rendering of arguments on the wire (events and history)."""
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-
-
-def _tool_update_wire(payload: Any) -> Any:
-    # Stored by older versions: `input` an object, status `pending` (Foya's `queued`).
-    if not isinstance(payload, dict) or (
-        isinstance(payload.get("input", ""), str) and payload.get("status") != "pending"
-    ):
-        return payload
-    out = dict(payload)
-    if "input" in out:
-        out["input"] = arguments_text(out["input"])
-    if out.get("status") == "pending":
-        out["status"] = "queued"
-    return out
 
 
 class QueueItem(InputContext):
@@ -377,23 +359,6 @@ def _iso_second(seconds: int) -> str:
     return dt.datetime.fromtimestamp(seconds, tz=dt.UTC).strftime("%Y-%m-%dT%H:%M:%S")
 
 
-def _background_command_wire(payload: Any) -> Any:
-    # The log keeps who stopped a command, `shutdown` too; Foya's client knows `agent | user`
-    # only: a command the kernel's shutdown ended is shown `cancelled`, by no one.
-    if isinstance(payload, dict) and payload.get("stopped_by") not in (None, "agent", "user"):
-        return {k: v for k, v in payload.items() if k != "stopped_by"}
-    return payload
-
-
-#: Payloads whose stored shape is not the wire's: one an older version stored, or a fact the
-#: log keeps that the client's union does not have. Stored facts are never rewritten, so the
-#: rendering happens here, the one place an envelope is built.
-_WIRE_UPGRADES: dict[str, Callable[[Any], Any]] = {
-    TOOL_UPDATE: _tool_update_wire,
-    BACKGROUND_COMMAND_UPDATED: _background_command_wire,
-}
-
-
 @dataclass(frozen=True, slots=True)
 class Event:
     """A fact, stored (seq > 0) or a transient delta (seq 0)."""
@@ -421,8 +386,7 @@ class Event:
             out["run_id"] = self.run_id
         out["time"] = iso_time(self.time_ns)
         if self.payload is not None:
-            upgrade = _WIRE_UPGRADES.get(self.kind)
-            out["payload"] = self.payload if upgrade is None else upgrade(self.payload)
+            out["payload"] = render_payload(self.kind, self.payload)
         return out
 
 

@@ -148,7 +148,13 @@ def test_event_order_of_a_turn_with_one_tool_call(agent: Agent) -> None:
         "stored turn events name the run"
     )
 
-    assert only(frames, "tool_begin") == {"id": "call_echo", "name": "bash", "status": "queued"}
+    # Foya's tool_begin, with the empty `input` the desktop's store reads (app/wire.py).
+    assert only(frames, "tool_begin") == {
+        "id": "call_echo",
+        "name": "bash",
+        "status": "queued",
+        "input": "",
+    }
     first_usage, second_usage = payloads(frames, "usage_updated")
     assert first_usage == {
         "model": s.model,
@@ -164,8 +170,9 @@ def test_event_order_of_a_turn_with_one_tool_call(agent: Agent) -> None:
     assert assistant["role"] == "assistant"
     assert assistant["content"] == "Let me check."
     assert assistant["reasoning"] == "Thinking hard."
+    # The desktop's ChatMessage: the call's arguments as JSON text, queued until it runs.
     assert assistant["tool_calls"] == [
-        {"id": "call_echo", "name": "bash", "input": {"command": "echo hi"}}
+        {"id": "call_echo", "name": "bash", "input": '{"command": "echo hi"}', "status": "queued"}
     ]
     assert "turn_status" not in assistant, "only the final assistant message closes the turn"
 

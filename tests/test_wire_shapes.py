@@ -333,7 +333,9 @@ def test_a_tool_turn_and_its_history_have_the_desktop_shapes(agent: Agent) -> No
         # Queued with the step, then running as it starts: the card's states, Foya's order.
         assert [u["status"] for u in mine] == ["queued", "running"], mine
         assert all(arguments(u) == args for u in mine)
-    assert [e["is_error"] for e in payloads(frames, "tool_end") if "is_error" in e] == []
+    # Both calls succeed: `is_error` is there (the desktop's store reads a boolean) and false.
+    assert [e["is_error"] for e in payloads(frames, "tool_end")] == [False, False]
+    assert all(e["input"] == "" for e in payloads(frames, "tool_begin"))
 
     history = s.history()
     array(CHAT_MESSAGE)(history, "GET /history")

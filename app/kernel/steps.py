@@ -29,7 +29,6 @@ from app.events import (
     Message,
     ToolBegin,
     ToolUpdate,
-    arguments_text,
 )
 from app.kernel import compaction, context, usage
 from app.kernel.compaction import Compactor
@@ -52,6 +51,7 @@ from app.providers.base import (
 )
 from app.store import Store
 from app.tools import ToolResult
+from app.wire import arguments_text
 
 SNAPSHOT_EVERY = 0.25
 

@@ -34,7 +34,7 @@ from typing import Any
 
 from app import events as k
 from app.errors import FoyaError
-from app.events import Message, ToolUpdate, arguments_text
+from app.events import Message, ToolUpdate
 from app.kernel.approvals import Approvals, Ask, Decision
 from app.kernel.filestate import roll_back
 from app.kernel.ids import iso_now, new_id
@@ -45,6 +45,7 @@ from app.store import Store
 from app.store.journals import TOOL_CHANGE, FileImage, JournalFile
 from app.tools import Tool, ToolError, ToolResult
 from app.tools.base import FileIntent, ToolContext, inside, settled
+from app.wire import arguments_text
 
 GUARDIAN_PROMPT = (
     "You review tool calls of a coding agent for safety. Answer with exactly one word: ALLOW if "
