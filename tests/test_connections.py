@@ -166,7 +166,7 @@ def test_delete_detaches_sessions_but_keeps_their_model(agent: Agent, client: ht
 # ------------------------------------------------------------------------------------- models
 
 
-def test_models_refresh_asks_the_provider_and_stores_the_answer(
+def test_models_refresh_asks_the_provider_and_keeps_the_selection(
     agent: Agent, client: httpx.Client
 ) -> None:
     created = connect(client, agent.fake, models=["old"])
@@ -183,7 +183,8 @@ def test_models_refresh_asks_the_provider_and_stores_the_answer(
         assert [r.headers["authorization"] for r in asked] == [f"Bearer {API_KEY}"]
     finally:
         agent.fake.models = ["fake-large", "fake-small"]
-    assert listed(client)[created["id"]]["models"] == ["alpha", "zeta"]
+    # The desktop refreshes after every save: the catalog must not replace the user's pick.
+    assert listed(client)[created["id"]]["models"] == ["old"]
 
 
 def test_models_lists_context_windows(agent: Agent, client: httpx.Client) -> None:

@@ -406,7 +406,10 @@ class Kernel:
             await self.sessions.save(session, {"connection_id": None})
 
     async def list_models(self, connection_id: str, refresh: bool) -> Models:
-        """The connection's models; `refresh` asks the provider and stores the answer."""
+        """The connection's models: its stored selection, or, with `refresh` or none stored,
+        the provider's catalog. The catalog is never stored: `models` is the user's selection
+        (Foya's desktop saves it with the connection and refreshes right after every save, so
+        storing the catalog would replace what the user picked)."""
         connection = self.connections.get(connection_id)
         models = list(connection.get("models") or [])
         if refresh or not models:
@@ -414,7 +417,6 @@ class Kernel:
                 models = await self.providers.for_connection(connection_id).models()
             except ProviderError as exc:
                 raise BadGateway(exc.message, code="models_failed") from None
-            await self.connections.update(connection_id, {"models": models})
         out: Models = {"models": models}
         settings = connection.get("model_settings") or {}
         windows = {m: s["context_window"] for m, s in settings.items() if s.get("context_window")}
