@@ -43,13 +43,12 @@ from app.errors import BadRequest, FoyaError, NotFound
 from app.files import write_json_atomic
 from app.kernel.ids import new_id
 from app.logs import get_logger
-from app.providers.base import ProviderError
+from app.providers.base import PROTOCOLS as VIDEO_PROTOCOLS
+from app.providers.base import ProviderError, VideoProtocol
 from app.text import scrub
 
 ConnectionType = Literal["language", "image", "video"]
 TYPES: tuple[ConnectionType, ...] = ("language", "image", "video")
-VideoProtocol = Literal["seedance", "minimax_h3"]
-VIDEO_PROTOCOLS: tuple[VideoProtocol, ...] = ("seedance", "minimax_h3")
 PURPOSES = ("language", "fast", "image", "video")
 # Given as "" they keep the current value on PATCH (Foya's rule).
 _KEEP_IF_EMPTY = ("name", "type", "kind", "auth_kind", "base_url", "api_key")

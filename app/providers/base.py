@@ -103,3 +103,31 @@ class Provider(Protocol):
     async def aclose(self) -> None:
         """Close the client's pooled connections."""
         ...
+
+
+#: The video task APIs a `video` connection can speak (its `video_protocol`).
+VideoProtocol = Literal["seedance", "minimax_h3"]
+PROTOCOLS: tuple[VideoProtocol, ...] = ("seedance", "minimax_h3")
+State = Literal["queued", "running", "succeeded", "failed"]
+
+
+@dataclass(frozen=True)
+class VideoRequest:
+    """One video to generate; `reference` is an image's bytes (the first frame's model)."""
+
+    model: str
+    prompt: str
+    aspect_ratio: str = ""
+    duration: int = 0
+    reference: bytes = b""
+    reference_media_type: str = ""
+
+
+@dataclass(frozen=True)
+class VideoTask:
+    """A task as the provider last described it; `video_url` is set once it `succeeded`."""
+
+    id: str
+    state: State
+    video_url: str = ""
+    error: str = ""

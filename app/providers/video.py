@@ -30,20 +30,23 @@ short, without the key), a transport failure `network`, an unreadable answer `ba
 from __future__ import annotations
 
 import base64
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import quote, urljoin, urlsplit
 
 import httpx
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from app.logs import get_logger
-from app.providers.base import ErrorKind, ProviderError
+from app.providers.base import (
+    ErrorKind,
+    ProviderError,
+    State,
+    VideoProtocol,
+    VideoRequest,
+    VideoTask,
+)
 from app.providers.failures import cause_of, detail_of, host_of
 
-VideoProtocol = Literal["seedance", "minimax_h3"]
-PROTOCOLS: tuple[VideoProtocol, ...] = ("seedance", "minimax_h3")
-State = Literal["queued", "running", "succeeded", "failed"]
 STATES: dict[str, State] = {
     **dict.fromkeys(("", "queued", "pending", "submitted", "queueing"), "queued"),
     **dict.fromkeys(("running", "in_progress", "processing", "preparing"), "running"),
@@ -54,28 +57,6 @@ STATES: dict[str, State] = {
 MAX_ANSWER = 1024 * 1024
 TIMEOUT = httpx.Timeout(60.0, connect=10.0)
 _RESOLUTION = {"seedance": "720p", "minimax_h3": "768P"}
-
-
-@dataclass(frozen=True)
-class VideoRequest:
-    """One video to generate; `reference` is an image's bytes (the first frame's model)."""
-
-    model: str
-    prompt: str
-    aspect_ratio: str = ""
-    duration: int = 0
-    reference: bytes = b""
-    reference_media_type: str = ""
-
-
-@dataclass(frozen=True)
-class VideoTask:
-    """A task as the provider last described it; `video_url` is set once it `succeeded`."""
-
-    id: str
-    state: State
-    video_url: str = ""
-    error: str = ""
 
 
 class _Text(BaseModel):

@@ -41,12 +41,12 @@ from app.kernel.canvas.models import (
     UnsupportedMedia,
 )
 from app.kernel.connections import Connections, video_protocol
-from app.providers.base import ProviderError
-from app.providers.video import PROTOCOLS, VideoProtocol, VideoProvider, VideoRequest, VideoTask
+from app.providers.base import PROTOCOLS, ProviderError, VideoProtocol, VideoRequest, VideoTask
 
 if TYPE_CHECKING:
     from app.kernel.canvas.service import Canvases
     from app.kernel.web.fetch import Fetcher
+    from app.providers.video import VideoProvider
 
 TIMEOUT = 1800.0
 DOWNLOAD_TIMEOUT = 600.0
@@ -135,6 +135,9 @@ class Videos:
                 data,
                 asset.media_type,
             )
+        # The HTTP client and the failure map load with the first video job, not at start.
+        from app.providers.video import VideoProvider
+
         provider = VideoProvider(job.base_url, job.api_key, job.protocol)
         try:
             async with asyncio.timeout(TIMEOUT):
