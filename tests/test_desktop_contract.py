@@ -16,8 +16,8 @@ hide the next one.
 
 Offline stand-ins: a plugin marketplace is a local directory (the desktop's `source` is a path or
 git URL; a remote git host is out of reach here); the MCP registry is the loopback fake the kernel
-is pointed at (`FOYA_MCP_REGISTRY_URL`). Video generation posts to a `video` connection on the
-fake provider.
+is pointed at (`FOYA_MCP_REGISTRY_URL`). Video generation posts to a `seedance` `video`
+connection on the fake video provider (tests/fake_video_provider.py).
 
 Not served yet, so not in the table (a later issue): the channels — `list_channels`,
 `create_channel`, `update_channel`, `delete_channel`, `start_feishu_registration`,
