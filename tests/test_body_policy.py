@@ -91,6 +91,8 @@ POLICY: dict[tuple[str, str], tuple[Policy, str]] = {
     ("PUT", "/settings/memory"): ("refused", "handleUpdateMemorySettings"),
     ("POST", "/projects"): ("ignored", "handleCreateProject"),
     ("PATCH", "/projects/{project_id}"): ("refused", "handleUpdateProject"),
+    # Ours only (app.kernel.trust): a security decision, so nothing unknown is let through.
+    ("PUT", "/projects/{project_id}/trust"): ("refused", "ours"),
     ("POST", "/rules"): ("refused", "handleCreateRule"),
     ("PATCH", "/rules/{rule_id}"): ("refused", "handleUpdateRule"),
     ("POST", "/memories"): ("refused", "handleCreateMemory"),

@@ -7,7 +7,10 @@ on; `UserPromptSubmit` can refuse a prompt, `Stop` can force one continuation,
 hangs is killed at its timeout, or with its turn when the turn is cancelled.
 
 Each test works in a project of its own (hooks of scope `project`), so the hooks of one test
-never run in another's turns; only the round-trip test touches the global scope.
+never run in another's turns; only the round-trip test touches the global scope. A project's
+hooks written through `PUT /hooks` into a project that had none are the user's and trusted
+(`app.kernel.trust`); a file written by hand is trusted explicitly; an `allow` that approves
+has `may_approve` (tests/test_project_trust.py covers the trust rule itself).
 """
 
 from __future__ import annotations
@@ -227,6 +230,8 @@ def test_an_unreadable_file_is_reported_and_the_turn_goes_on(world: World) -> No
     (path / ".foya" / "hooks.json").write_text('[{"event": "Stop"}]')  # no command
     got = world.client.get("/hooks", params={"scope": "project", "project_id": pid})
     assert_error(got, 500, "context_item_failed")
+    # A hand-written file runs (and is reported) only once the project is trusted.
+    assert world.client.put(f"/projects/{pid}/trust").status_code == 200
     s = session_in(world, pid)
     s.push(answer("Fine."))
     frames = turn(s)
@@ -424,7 +429,12 @@ def test_permission_hooks_decide_approvals(world: World) -> None:
         "project",
         [
             {"event": "PermissionRequest", "matcher": "^bash$", "command": deny},
-            {"event": "PermissionRequest", "matcher": "^write$", "command": allow},
+            {
+                "event": "PermissionRequest",
+                "matcher": "^write$",
+                "command": allow,
+                "may_approve": True,
+            },
         ],
         pid,
     )

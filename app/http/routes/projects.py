@@ -5,8 +5,10 @@ from __future__ import annotations
 from fastapi import APIRouter, Response
 
 from app.http.models import CreateProject, UpdateProject
+from app.http.trustmodels import TrustBody
 from app.kernel import Kernel
 from app.kernel.projects import ProjectInfo
+from app.kernel.trust import TrustInfo
 
 
 def router(kernel: Kernel) -> APIRouter:
@@ -34,5 +36,22 @@ def router(kernel: Kernel) -> APIRouter:
         """Delete the project and its sessions; never its directory."""
         await kernel.delete_project(project_id)
         return Response(status_code=204)
+
+    @api.get("/projects/{project_id}/trust")
+    async def get_project_trust(project_id: str) -> TrustInfo:
+        """Whether the project's own executable configuration (its hooks) may run, its digest,
+        and every command it would run with its file."""
+        return kernel.trust.info(project_id)
+
+    @api.put("/projects/{project_id}/trust")
+    async def trust_project(project_id: str, body: TrustBody | None = None) -> TrustInfo:
+        """Trust the project's executable files as they are now (a later change asks again);
+        with `digest`, 409 `trust_digest_changed` unless they still have it."""
+        return await kernel.trust.trust(project_id, body.digest if body else None)
+
+    @api.delete("/projects/{project_id}/trust")
+    async def untrust_project(project_id: str) -> TrustInfo:
+        """Withdraw trust: nothing of the project runs until it is trusted again."""
+        return await kernel.trust.untrust(project_id)
 
     return api

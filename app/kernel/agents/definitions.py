@@ -21,6 +21,10 @@ edit shows at once. Where Foya fails the whole listing, here one unreadable file
 file with a name already taken in the same directory) is left out and logged once per change;
 a directory that is a link leaving the project is ignored; a zero or negative `timeout` is
 refused (Foya's child would time out at once).
+
+A definition runs nothing by itself: instructions, a model and a tool list that only narrows the
+child's tools; the child keeps its parent's approval mode. So a project's definitions are not
+executable configuration and need no trust (`app.kernel.trust`).
 """
 
 from __future__ import annotations

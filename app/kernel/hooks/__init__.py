@@ -2,13 +2,16 @@
 
 Configuration (`config`). `~/.foya/hooks.json` (scope `global`) and `<project>/.foya/hooks.json`
 (scope `project`) each hold a JSON array of hooks `{id?, name?, event, matcher?, command,
-timeout?, async?, enabled?}`. A session's turn runs the global hooks of an event, then its
-project's, all of them (a project hook never replaces a global one). The files are the source
+timeout?, async?, enabled?, may_approve?}`. A session's turn runs the global hooks of an event,
+then its project's, all of them (a project hook never replaces a global one). A project's hooks
+run only while the user trusts that project's content (`app.kernel.trust`; Foya runs them
+unasked); the user's own are always trusted. The files are the source
 of truth: a hand edit counts from the next run on. `GET|PUT /hooks` read and replace one scope's
 file (atomic, 0600). Every event of Foya's configuration is accepted and kept, but this kernel
 runs three (`service`): `UserPromptSubmit` (may deny the prompt), `Stop` (may ask for one more
-step) and `PermissionRequest` (may decide an approval; `matcher` is a regular expression
-searched in the tool's name).
+step) and `PermissionRequest` (may deny a tool call, and approve it only if the hook has
+`"may_approve": true`, in any approval mode: without it an `allow` is recorded as `none` and the
+user or the guardian decides; `matcher` is a regular expression searched in the tool's name).
 
 The contract with a hook command (`process`, Foya's):
 

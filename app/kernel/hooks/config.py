@@ -30,6 +30,7 @@ EVENTS = (
 )
 USER_PROMPT_SUBMIT, STOP, PERMISSION_REQUEST = "UserPromptSubmit", "Stop", "PermissionRequest"
 FILE_NAME = "hooks.json"
+HOOKS_FILE = f".foya/{FILE_NAME}"  # a project's, relative to its directory
 MAX_TIMEOUT = 600
 MAX_FILE_BYTES = 1024 * 1024
 
@@ -57,6 +58,14 @@ class Hook(Strict):
     timeout: Annotated[int, Field(description="Seconds; 0 means 30, at most 600.")] = 0
     run_async: bool = Field(False, alias="async")
     enabled: bool | None = None
+    may_approve: Annotated[
+        bool,
+        Field(
+            description="PermissionRequest only: this hook's `allow` approves the tool call "
+            "(without it an allow is ignored and the mode decides). Honoured only for trusted "
+            "hooks: the user's own, or a project's once the user trusts the project."
+        ),
+    ] = False
 
     def label(self) -> str:
         return self.name or self.id or self.command
@@ -107,6 +116,20 @@ def first_error(exc: ValidationError) -> str:
     return f"{where}: {error['msg']}" if where else str(error["msg"])
 
 
+def parse(data: bytes, where: Path | str) -> list[Hook]:
+    """The hooks a file's bytes hold, or `HooksUnreadable` saying what is wrong (`where` names
+    the file)."""
+    if len(data) > MAX_FILE_BYTES:
+        raise HooksUnreadable(f"{where}: larger than {MAX_FILE_BYTES} bytes")
+    data = data.strip()
+    try:
+        # Foya writes `null` for an empty list.
+        return checked(_HOOK_LIST.validate_json(data)) if data not in (b"", b"null") else []
+    except (ValidationError, InvalidHooks) as exc:
+        reason = first_error(exc) if isinstance(exc, ValidationError) else str(exc)
+        raise HooksUnreadable(f"{where}: {reason}") from None
+
+
 @dataclass
 class HookFiles:
     """Hook files, each parsed once per change (keyed by mtime, size and inode)."""
@@ -123,13 +146,10 @@ class HookFiles:
                 return cached[1]
             if st.st_size > MAX_FILE_BYTES:
                 raise HooksUnreadable(f"{path}: larger than {MAX_FILE_BYTES} bytes")
-            data = path.read_bytes().strip()
-            # Foya writes `null` for an empty list.
-            hooks = checked(_HOOK_LIST.validate_json(data)) if data not in (b"", b"null") else []
+            hooks = parse(path.read_bytes(), path)
         except FileNotFoundError:
             return []
-        except (OSError, ValidationError, InvalidHooks) as exc:
-            reason = first_error(exc) if isinstance(exc, ValidationError) else str(exc)
-            raise HooksUnreadable(f"{path}: {reason}") from None
+        except OSError as exc:
+            raise HooksUnreadable(f"{path}: {exc.strerror or exc}") from None
         self.cache[path] = (key, hooks)
         return hooks

@@ -21,6 +21,9 @@ same name. A plugin's commands count as global ones wherever a session's command
 (`effective`, a session's listing, running one), shadowed by the user's own; `scope=global` lists
 only the files under `~/.foya/commands`, the ones the routes can edit.
 
+A command is prompt text, never a shell: a project's commands are not executable configuration
+and need no trust (`app.kernel.trust` says why).
+
 Running a command expands its body with the arguments (`expand`) and submits the text as a
 turn whose user message records `command: <name>`. Running `plan` puts the session in plan
 mode with the arguments as the goal (`app.kernel.workflows`); its answer carries the workflow.

@@ -21,6 +21,10 @@ is not a skill is rejected with a diagnostic (`invalid_skill`) and the others st
 Every file (each SKILL.md and `skills.json`) is read through one cache keyed by its (mtime,
 size, inode): it is read and parsed again only when one of them changed, so a hand edit shows
 on the next call. `reads` counts the files actually read.
+
+A skill runs nothing by itself: its text and resources are read by the model, whose tool calls
+ask for approval like any other, and `allowed-tools` is shown, never granted. So a project's
+skills are not executable configuration and need no trust (`app.kernel.trust`).
 """
 
 from __future__ import annotations
