@@ -168,10 +168,10 @@ def test_a_failed_import_leaves_nothing_behind(rig: InProcess) -> None:
     rig.run(kernel.imports.run(bundle(session())))
     before = everything(rig)
     good = session("chatbuddy:s2", conversation("x"))
-    # A value JSON cannot hold fails the store's transaction after the images were stored.
+    # A value JSON cannot hold refuses the whole bundle before anything is written.
     bad = session("chatbuddy:s3", [ImportedMessage({"role": "user", "content": b"raw"}, "b1")])
     grown = [*conversation(), ImportedMessage({"role": "user", "content": "more"}, "m9")]
-    with pytest.raises(TypeError):
+    with pytest.raises(InvalidImport, match="not a JSON value"):
         rig.run(
             kernel.imports.run(
                 bundle(

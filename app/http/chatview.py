@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from typing import cast
 
 from app.events import Message
+from app.kernel.messageshape import servable
 from app.wire import chat_message
 
 
@@ -19,4 +20,5 @@ def chat_messages(messages: Iterable[Message]) -> list[Message]:
     for message in listed:
         if message.get("role") == "tool" and isinstance(message.get("tool_call_id"), str):
             results[message["tool_call_id"]] = bool(message.get("is_error"))
-    return [cast(Message, chat_message(m, results)) for m in listed]
+    # A stored record of a wrong shape is served without its bad fields, never a 500.
+    return [cast(Message, chat_message(servable(m), results)) for m in listed]

@@ -28,9 +28,10 @@ import hashlib
 import json
 import zipfile
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import IO, Any
 
-from app.imports import transcript
+from app.imports import safejson, transcript
 from app.imports.model import (
     ImportBundle,
     ImportedConnection,
@@ -43,7 +44,7 @@ from app.imports.model import (
     Progress,
     UnsupportedImportVersion,
 )
-from app.imports.zipsafe import read_zip
+from app.imports.zipsafe import ZipMembers, read_zip
 
 FORMAT = "foya-export"
 VERSION = 1
@@ -191,9 +192,16 @@ def _change_ref(change: ImportedFileChange, blobs: dict[str, bytes]) -> dict[str
     }
 
 
-def read(data: bytes, *, progress: Progress | None = None) -> ImportBundle:
-    """Check an archive whole (format, version, every member's hash) and return its sessions."""
-    members = read_zip(data)
+def read(
+    data: bytes | Path, *, progress: Progress | None = None, scratch: Path | None = None
+) -> ImportBundle:
+    """Check an archive (its bytes, or a file) whole (format, version, every member's hash)
+    and return its sessions; its members are extracted under `scratch` while it is read."""
+    with read_zip(data, into=scratch) as members:
+        return _read(members, progress)
+
+
+def _read(members: ZipMembers, progress: Progress | None) -> ImportBundle:
     manifest = _manifest(members)
     bundle = ImportBundle("foya")
     listed = manifest["sessions"]
@@ -209,7 +217,7 @@ def read(data: bytes, *, progress: Progress | None = None) -> ImportBundle:
     return bundle
 
 
-def _manifest(members: dict[str, bytes]) -> dict[str, Any]:
+def _manifest(members: ZipMembers) -> dict[str, Any]:
     if MANIFEST not in members:
         raise InvalidImport("not a Foya export: manifest.json is missing")
     manifest = _loads(members[MANIFEST], MANIFEST)
@@ -232,12 +240,12 @@ def _manifest(members: dict[str, bytes]) -> dict[str, Any]:
         if name not in members:
             raise InvalidImport(f"member {name} is missing (the archive is incomplete)")
         digest = entry.get("sha256") if isinstance(entry, dict) else None
-        if hashlib.sha256(members[name]).hexdigest() != digest:
+        if members.sha256(name) != digest:
             raise InvalidImport(f"member {name} does not match its SHA-256 (damaged or altered)")
     return manifest
 
 
-def _session(members: dict[str, bytes], sid: str) -> ImportedSession:
+def _session(members: ZipMembers, sid: str) -> ImportedSession:
     base = f"sessions/{sid}/"
     meta = _loads(members.get(base + "session.json", b""), base + "session.json")
     if not isinstance(meta, dict):
@@ -260,9 +268,7 @@ def _session(members: dict[str, bytes], sid: str) -> ImportedSession:
     )
 
 
-def _message(
-    members: dict[str, bytes], base: str, sid: str, raw: Any, line: int
-) -> ImportedMessage:
+def _message(members: ZipMembers, base: str, sid: str, raw: Any, line: int) -> ImportedMessage:
     where = f"{base}history.jsonl line {line}"
     if not isinstance(raw, dict) or not isinstance(raw.get("role"), str):
         raise InvalidImport(f"{where}: a message must be an object with a role")
@@ -280,7 +286,7 @@ def _message(
     return ImportedMessage(message, source_id, images, _file_change(members, change, where))
 
 
-def _file_change(members: dict[str, bytes], change: Any, where: str) -> ImportedFileChange | None:
+def _file_change(members: ZipMembers, change: Any, where: str) -> ImportedFileChange | None:
     if change is None:
         return None
     if not isinstance(change, dict) or not isinstance(change.get("path"), str):
@@ -304,15 +310,16 @@ def _file_change(members: dict[str, bytes], change: Any, where: str) -> Imported
     )
 
 
-def _lines(members: dict[str, bytes], name: str) -> Iterator[Any]:
+def _lines(members: ZipMembers, name: str) -> Iterator[Any]:
     if name not in members:
         raise InvalidImport(f"{name} is missing")
-    for number, line in enumerate(members[name].splitlines(), 1):
-        if line.strip():
-            yield _loads(line, f"{name} line {number}")
+    with members.open(name) as stream:  # line by line from disk, never the member whole
+        for number, line in enumerate(stream, 1):
+            if line.strip():
+                yield _loads(line, f"{name} line {number}")
 
 
-def _json_member(members: dict[str, bytes], name: str, default: Any) -> Any:
+def _json_member(members: ZipMembers, name: str, default: Any) -> Any:
     if name not in members:
         return default
     value = _loads(members[name], name)
@@ -323,7 +330,9 @@ def _json_member(members: dict[str, bytes], name: str, default: Any) -> Any:
 
 def _loads(data: bytes, where: str) -> Any:
     try:
-        return json.loads(data)
+        return safejson.loads(data)
+    except safejson.UnsafeJSON as exc:
+        raise InvalidImport(f"{where}: {exc}") from None
     except (UnicodeDecodeError, ValueError) as exc:
         raise InvalidImport(f"{where} is not valid JSON: {exc}") from None
 

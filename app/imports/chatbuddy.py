@@ -40,15 +40,17 @@ OPENAI_COMPATIBLE = frozenset({"openai", "openrouter", "ollama", "custom"})
 
 
 def parse(
-    data: bytes,
+    data: bytes | Path,
     *,
     passphrase: str | None = None,
     images_dir: Path | None = None,
     with_keys: bool = False,
     progress: Progress | None = None,
+    scratch: Path | None = None,
 ) -> ImportBundle:
-    """Every session, rule (and, `with_keys`, connection) of a ChatBuddy backup."""
-    backup = read_backup(data, passphrase)
+    """Every session, rule (and, `with_keys`, connection) of a ChatBuddy backup (its bytes,
+    or a file); a ZIP's members are extracted under `scratch` while it is read."""
+    backup = read_backup(data, passphrase, scratch=scratch)
     bundle = ImportBundle(source="chatbuddy")
     report = bundle.report
     assistants = _assistants(backup.assistants, bundle.rules)

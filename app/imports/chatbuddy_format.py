@@ -15,11 +15,12 @@ Everything malformed is `InvalidImport` naming the member and line; nothing else
 
 from __future__ import annotations
 
-import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from app.imports import chatbuddy_crypto
+from app.imports import chatbuddy_crypto, safejson
 from app.imports.model import InvalidImport, UnsupportedImportVersion
 from app.imports.zipsafe import read_zip
 
@@ -57,16 +58,34 @@ class Backup:
     kv: int = 0
 
 
-def read_backup(data: bytes, passphrase: str | None) -> Backup:
-    """Any ChatBuddy backup form, checked, as a `Backup`."""
+def read_backup(
+    data: bytes | Path, passphrase: str | None, *, scratch: Path | None = None
+) -> Backup:
+    """Any ChatBuddy backup form (its bytes, or a file), checked, as a `Backup`. A ZIP is
+    extracted under `scratch` (app.imports.zipsafe), never held whole."""
+    if isinstance(data, Path):
+        with data.open("rb") as head:
+            is_zip = head.read(2) == b"PK"
+        if is_zip:
+            return _checked(_zip_backup(data, scratch))
+        data = data.read_bytes()
     if chatbuddy_crypto.is_encrypted(data):
         data = chatbuddy_crypto.decrypt(data, passphrase)
         if not data.startswith(b"PK"):
             raise InvalidImport("the decrypted backup is not a ZIP archive")
     if data.startswith(b"PK"):
-        backup = _from_zip(read_zip(data))
+        backup = _zip_backup(data, scratch)
     else:
         backup = _from_json(_json(data, "the backup"))
+    return _checked(backup)
+
+
+def _zip_backup(data: bytes | Path, scratch: Path | None) -> Backup:
+    with read_zip(data, into=scratch) as members:
+        return _from_zip(members)
+
+
+def _checked(backup: Backup) -> Backup:
     seen: set[str] = set()
     for session in backup.sessions:
         sid = session.get("id") if isinstance(session, dict) else None
@@ -78,7 +97,7 @@ def read_backup(data: bytes, passphrase: str | None) -> Backup:
     return backup
 
 
-def _from_zip(members: dict[str, bytes]) -> Backup:
+def _from_zip(members: Mapping[str, bytes]) -> Backup:
     prefix = _root(members)
 
     def member(name: str) -> Any:
@@ -114,7 +133,7 @@ def _from_zip(members: dict[str, bytes]) -> Backup:
     return _from_structured(state, keys, sessions, kv)
 
 
-def _root(members: dict[str, bytes]) -> str:
+def _root(members: Mapping[str, bytes]) -> str:
     """'' or the one top folder the entries sit under."""
     if MANIFEST in members:
         return ""
@@ -222,9 +241,11 @@ def _number(value: Any, where: str) -> float:
 
 def _json(raw: bytes, where: str) -> Any:
     try:
-        return json.loads(raw.decode("utf-8-sig"))
+        return safejson.loads(raw.decode("utf-8-sig"))
     except UnicodeDecodeError:
         raise InvalidImport(f"{where} is not UTF-8 text") from None
+    except safejson.UnsafeJSON as exc:
+        raise InvalidImport(f"{where}: {exc}") from None
     except (ValueError, RecursionError):
         raise InvalidImport(f"{where} is not valid JSON") from None
 
@@ -239,7 +260,9 @@ def _jsonl(raw: bytes, where: str) -> list[Any]:
         if not line.strip():
             continue
         try:
-            message = json.loads(line)
+            message = safejson.loads(line)
+        except safejson.UnsafeJSON as exc:
+            raise InvalidImport(f"{where} line {number}: {exc}") from None
         except (ValueError, RecursionError):
             raise InvalidImport(f"{where} line {number} is not valid JSON") from None
         messages.append(as_object(message, f"{where} line {number}"))

@@ -27,6 +27,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from app.imports import safejson
 from app.imports.chatbuddy_format import as_array, as_object, as_optional_text, as_text
 from app.imports.model import (
     ImportedImage,
@@ -157,7 +158,7 @@ def _rounds(value: Any, answer: dict[str, Any], mid: str, where: str) -> list[Im
     """The messages one answer's tool rounds expand to (model and time as the answer's)."""
     if isinstance(value, str):  # older builds stored the rounds as a JSON string
         try:
-            value = json.loads(value) if value else []
+            value = safejson.loads(value) if value else []
         except (ValueError, RecursionError):
             raise InvalidImport(f"{where} toolRounds is not valid JSON") from None
     out: list[ImportedMessage] = []
@@ -217,7 +218,7 @@ def _file_block(value: Any, where: str) -> str:
 
 def _arguments(text: str) -> Any:
     try:
-        return json.loads(text)
+        return safejson.loads(text)
     except (ValueError, RecursionError):
         return text
 

@@ -15,23 +15,26 @@ def parse(
     passphrase: str | None = None,
     images_dir: Path | None = None,
     progress: Progress | None = None,
+    scratch: Path | None = None,
 ) -> ImportBundle:
     """What the file or directory `path` holds, read as `source` (one of `model.SOURCES`).
-    Providers are always read; callers drop them unless the user asked for keys."""
+    Providers are always read; callers drop them unless the user asked for keys. An archive's
+    members are extracted under `scratch` (default: the system's temporary directory)."""
     if source == "chatbuddy":
         from app.imports import chatbuddy
 
         return chatbuddy.parse(
-            path.read_bytes(),
+            path,
             passphrase=passphrase,
             images_dir=images_dir,
             with_keys=True,
             progress=progress,
+            scratch=scratch,
         )
     if source == "foya":
         from app.imports import archive
 
-        return archive.read(path.read_bytes(), progress=progress)
+        return archive.read(path, progress=progress, scratch=scratch)
     if source == "claude-code":
         from app.imports import claude_code
 

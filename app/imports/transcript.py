@@ -45,10 +45,11 @@ def _message(message: dict[str, Any]) -> list[str]:
             out.extend([_fence(content, "text"), ""])
         else:
             out.extend([content, ""])
-    for call in message.get("tool_calls") or []:
-        args = json.dumps(call.get("input"), ensure_ascii=False, indent=2)
+    # Stored records are rendered as far as they can be: a field of the wrong type is left out.
+    for call in _dicts(message.get("tool_calls")):
+        args = json.dumps(call.get("input"), ensure_ascii=False, indent=2, default=str)
         out.extend([f"Calls `{call.get('name')}`:", "", _fence(args, "json"), ""])
-    for ref in message.get("attachments") or []:
+    for ref in _dicts(message.get("attachments")):
         out.extend([f"Attachment: {ref.get('name') or ref.get('id')}", ""])
     change = message.get("file_change")
     if isinstance(change, dict):
@@ -56,6 +57,10 @@ def _message(message: dict[str, Any]) -> list[str]:
     if message.get("is_error"):
         out.extend(["(the tool reported an error)", ""])
     return out
+
+
+def _dicts(value: Any) -> list[dict[str, Any]]:
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
 
 
 def _text(content: Any) -> str:

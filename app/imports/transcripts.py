@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import ntpath
 import os
 import posixpath
@@ -21,6 +20,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from app.imports import safejson
 from app.imports.model import (
     ImportBundle,
     ImportedFileChange,
@@ -83,7 +83,7 @@ def parse_arguments(raw: Any) -> Any:
     if not isinstance(raw, str):
         return raw
     try:
-        return json.loads(raw)
+        return safejson.loads(raw)
     except (ValueError, RecursionError):
         return raw
 
@@ -154,7 +154,7 @@ def read_file(path: Path, report: ImportReport) -> bytes | None:
 def load_json(data: bytes) -> Any:
     """One JSON document, or None when `data` is not one."""
     try:
-        return json.loads(data)
+        return safejson.loads(data)
     except (ValueError, RecursionError):
         return None
 

@@ -13,14 +13,18 @@ from pathlib import Path
 from typing import IO, Any
 
 from app import __version__
+from app.errors import FoyaError
 from app.events import iso_time
 from app.imports import transcript
 from app.imports.archive import ArchiveWriter
 from app.kernel.ids import now_ns
+from app.kernel.messageshape import servable
 from app.kernel.sessions import Sessions
 from app.kernel.usercontext import UserContext
+from app.logs import get_logger
 
 PAGE = 5000
+log = get_logger("foya.exports")
 # The session row fields an archive keeps; the rest (phase, connection, workspace) is local.
 _META = ("id", "title", "title_is_manual", "model", "created_at_ns", "updated_at_ns")
 
@@ -61,7 +65,7 @@ class Exports:
         """The readable Markdown transcript of one session."""
         row = await self.sessions.row(sid)
         history = await self.sessions.store.history(sid)
-        return transcript.render(_meta(row), [dict(m) for m in history])
+        return transcript.render(_meta(row), [dict(servable(m, session=sid)) for m in history])
 
     async def _session(self, writer: ArchiveWriter, sid: str, rules: dict[str, str]) -> None:
         store = self.sessions.store
@@ -85,7 +89,10 @@ class Exports:
             await asyncio.to_thread(events.write_lines, page)
             after, page = await store.fact_lines(sid, after, PAGE)
         await asyncio.to_thread(events.close)
-        history: list[dict[str, Any]] = [dict(m) for m in await store.history(sid)]
+        # One bad stored record never breaks an export: what cannot be rendered is left out.
+        history: list[dict[str, Any]] = [
+            dict(servable(m, session=sid)) for m in await store.history(sid)
+        ]
         cwd = self.sessions.workspace(row)
         for message in history:
             if isinstance(change := message.get("file_change"), dict):
@@ -101,10 +108,18 @@ class Exports:
         attachments: dict[str, bytes] = {}
         artifacts = self.sessions.artifacts
         for message in history:
+            kept = []
             for ref in message.get("attachments") or []:
                 artifact = str(ref.get("id"))
-                data, _ = await asyncio.to_thread(artifacts.read, sid, artifact)
+                try:
+                    data, _ = await asyncio.to_thread(artifacts.read, sid, artifact)
+                except (FoyaError, OSError) as exc:  # missing, damaged: the message travels
+                    log.warning("export left out an attachment", session=sid, why=str(exc))
+                    continue
                 attachments[artifact] = data
+                kept.append(ref)
+            if "attachments" in message:
+                message["attachments"] = kept
         await asyncio.to_thread(writer.session, meta, history, attachments, blobs, events.count)
 
     def _relative(self, sid: str, cwd: Path, change: dict[str, Any]) -> str:

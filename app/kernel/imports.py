@@ -8,17 +8,24 @@ directory). A system prompt becomes one manual rule (global, or the project's wi
 `project_id`) that the sessions it came with apply (`sessions.import_rule`); providers become
 connections when the bundle carries them.
 
-All or nothing: images are stored first and removed if anything fails before the sessions and
-their messages are committed, in one store transaction. Rules and connections are written
-after that commit, matched by name, so a crash in between is mended by importing again. A
-session that gets new messages is held exclusively (`session_busy` if it is running a turn).
+All or nothing, on disk too: the whole bundle is checked first (`importcheck.validate`: every
+session, message, rule and connection), so a bad part refuses the import before anything is
+written. Images and new workspaces are then built under `<data-dir>/.staging/import-<random>/`
+(app.staging), the sessions and their messages committed in one store transaction, and only
+then the staged files moved into place; a failure before the commit removes the staging
+directory, and a crash leaves nothing but it, which the next start sweeps. Rules and
+connections are written after the commit, matched by name, so a crash in between is mended by
+importing again. A session that gets new messages is held exclusively (`session_busy` if it is
+running a turn).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import shutil
 import tempfile
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -42,15 +49,27 @@ from app.imports.model import (
 from app.kernel.connections import Connections
 from app.kernel.emit import Facts
 from app.kernel.ids import new_id
+from app.kernel.importcheck import validate
 from app.kernel.projects import Projects
 from app.kernel.runner import Turns
 from app.kernel.sessions import Sessions
 from app.kernel.usercontext import UserContext
 from app.kernel.usercontext.items import MAX_RULE_CHARS, clean_content
 from app.metrics import Metrics
+from app.staging import new_staging, place
 from app.store.imports import ImportPlan
 from app.text import scrub
 from app.tools.base import change as file_change
+
+
+@dataclass(frozen=True)
+class UploadForm:
+    """What `POST /imports` sends beside its file."""
+
+    source: str
+    passphrase: str | None = None
+    with_keys: bool = False
+    project_id: str | None = None
 
 
 # Every field is in every answer: the schema says so, although the fields have defaults.
@@ -78,11 +97,16 @@ class ImportSummary:
 
 
 @dataclass
-class _Undo:
-    """What to take back if the import fails before its transaction commits."""
+class _Stage:
+    """Where an import builds its files before its commit (`<data-dir>/.staging/import-…`)."""
 
-    sessions: list[str] = field(default_factory=list)  # new: artifacts dir and workspace
-    artifacts: list[tuple[str, str]] = field(default_factory=list)  # added to existing sessions
+    root: Path
+    artifacts: Artifacts
+    new: list[str] = field(default_factory=list)  # new sessions: their whole directories
+    added: dict[str, list[str]] = field(default_factory=dict)  # existing session → artifact ids
+
+    def workspace(self, sid: str) -> Path:
+        return self.root / "workspaces" / sid
 
 
 class Imports:
@@ -111,10 +135,31 @@ class Imports:
         # One import at a time: two copies of one archive must not both see a session as new.
         self._lock = asyncio.Lock()
 
+    async def upload_stream(
+        self, chunks: AsyncIterator[bytes], form: Callable[[], UploadForm]
+    ) -> ImportSummary:
+        """`upload` of a file that arrives in `chunks` (`POST /imports`): written to a private
+        temporary file as it comes, never held whole in memory. `form` is asked once the file
+        has ended, since a form's other fields may follow its file."""
+        self.scratch.mkdir(mode=0o700, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=self.scratch) as folder:
+            path = Path(folder) / "upload"
+            with path.open("xb") as out:
+                async for chunk in chunks:
+                    await asyncio.to_thread(out.write, chunk)
+            fields = form()
+            return await self.upload(
+                fields.source,
+                path,
+                passphrase=fields.passphrase,
+                with_keys=fields.with_keys,
+                project_id=fields.project_id,
+            )
+
     async def upload(
         self,
         source: str,
-        data: bytes,
+        data: bytes | Path,
         *,
         passphrase: str | None = None,
         with_keys: bool = False,
@@ -144,6 +189,8 @@ class Imports:
         sources = [s.source for s in bundle.sessions]
         if len(set(sources)) != len(sources):
             raise InvalidImport("the archive holds the same session twice")
+        # Everything first: a bad part refuses the import before anything is written.
+        await asyncio.to_thread(validate, bundle)
         async with self._lock:
             await self._run(bundle, project_id, summary)
         return summary
@@ -153,14 +200,15 @@ class Imports:
     ) -> None:
         store = self.sessions.store
         known = await store.imported([s.source for s in bundle.sessions])
-        undo = _Undo()
-        async with contextlib.AsyncExitStack() as held:
-            try:
+        root = await asyncio.to_thread(new_staging, self._data_dir, "import")
+        stage = _Stage(root, Artifacts(root / "artifacts"))
+        try:
+            async with contextlib.AsyncExitStack() as held:
                 rules, new_rules = await self._rules(bundle, project_id)
                 plans = []
                 for session in bundle.sessions:
                     plan = await self._plan(
-                        session, known.get(session.source), rules, project_id, summary, undo
+                        session, known.get(session.source), rules, project_id, summary, stage
                     )
                     if plan is None:
                         continue
@@ -169,17 +217,14 @@ class Imports:
                     plans.append(plan)
                 failpoint("import_before_commit")
                 events = await store.store_import(plans)
-            except BaseException:
-                await asyncio.shield(self._undo(undo))
-                raise
+                # Still held: no turn of a session sees its new messages before their images.
+                await asyncio.to_thread(self._place, stage)
+        finally:
+            await asyncio.shield(asyncio.to_thread(shutil.rmtree, root, ignore_errors=True))
         # After the commit: a crash before it leaves no rule or connection behind, and one
         # after it is mended by importing again (rules and connections are matched by name).
         await self._create_rules(new_rules, project_id, summary)
         await self._connections(bundle, summary)
-        for added_to in {plan.session for plan in plans if plan.row is None}:
-            ids = [a for s, a in undo.artifacts if s == added_to]
-            if ids:
-                await asyncio.to_thread(self._artifacts.commit, added_to, ids)
         # Only sessions that existed can have a client watching them.
         watched = {plan.session for plan in plans if plan.row is None}
         for event in events:
@@ -190,6 +235,31 @@ class Imports:
     def _artifacts(self) -> Artifacts:
         return self.sessions.artifacts
 
+    @property
+    def _data_dir(self) -> Path:
+        return self.sessions.workspaces.parent  # the data directory both live in
+
+    def _place(self, stage: _Stage) -> None:
+        """Move what `stage` built into place, once its sessions are committed: a new session's
+        artifact directory and workspace whole, an existing session's images file by file (each
+        image before its metadata, which says the image is complete). Recorded first
+        (`staging.place`): a crash midway is finished by the next start."""
+        artifacts = self._data_dir / "artifacts"
+        workspaces = self.sessions.workspaces
+        moves: list[tuple[Path, Path]] = []
+        for sid in stage.new:
+            moves.append((stage.root / "artifacts" / sid, artifacts / sid))
+            moves.append((stage.workspace(sid), workspaces / sid))
+        for sid in stage.added:
+            staged = stage.root / "artifacts" / sid
+            if staged.is_dir():
+                (artifacts / sid).mkdir(mode=0o700, parents=True, exist_ok=True)
+                files = sorted(staged.iterdir(), key=lambda p: p.suffix == ".json")
+                moves.extend((path, artifacts / sid / path.name) for path in files)
+        artifacts.mkdir(mode=0o700, parents=True, exist_ok=True)
+        workspaces.mkdir(mode=0o700, parents=True, exist_ok=True)
+        place(stage.root, moves)
+
     async def _plan(
         self,
         session: ImportedSession,
@@ -197,7 +267,7 @@ class Imports:
         rules: dict[str, str],
         project_id: str | None,
         summary: ImportSummary,
-        undo: _Undo,
+        stage: _Stage,
     ) -> ImportPlan | None:
         present = known[1] if known else set()
         messages = [m for m in session.messages if m.source_id not in present]
@@ -209,8 +279,8 @@ class Imports:
         row: dict[str, Any] | None
         if known is None:
             sid = new_id()
-            undo.sessions.append(sid)
-            row = current = await self._row(sid, session, rules, project_id)
+            stage.new.append(sid)
+            row = current = await self._row(sid, session, rules, project_id, stage)
             summary.sessions_created += 1
         else:
             sid, row = known[0], None
@@ -221,21 +291,19 @@ class Imports:
         # Building the drafts (images re-encoded, files diffed) is work for a thread: a long
         # history would hold the event loop for its whole length.
         drafts = await asyncio.to_thread(
-            self._drafts, sid, session, messages, cwd, row is None, summary, undo
+            self._drafts, sid, iso_time(session.created_at_ns), messages, cwd, summary, stage
         )
         return ImportPlan(sid, row, drafts)
 
     def _drafts(
         self,
         sid: str,
-        session: ImportedSession,
+        created_at: str,
         messages: list[ImportedMessage],
         cwd: Path,
-        existing: bool,
         summary: ImportSummary,
-        undo: _Undo,
+        stage: _Stage,
     ) -> list[EventDraft]:
-        created_at = iso_time(session.created_at_ns)
         drafts = []
         for imported in messages:
             # A lone surrogate (a JSON escape in the source) cannot be stored as UTF-8.
@@ -243,7 +311,7 @@ class Imports:
             payload.setdefault("created_at", created_at)
             payload.pop("attachments", None)
             payload.pop("file_change", None)
-            refs = self._images(sid, imported.images, existing, summary, undo)
+            refs = self._images(sid, imported.images, summary, stage)
             if refs:
                 payload["attachments"] = refs
             blobs: dict[str, bytes] = {}
@@ -260,7 +328,12 @@ class Imports:
         return drafts
 
     async def _row(
-        self, sid: str, session: ImportedSession, rules: dict[str, str], project_id: str | None
+        self,
+        sid: str,
+        session: ImportedSession,
+        rules: dict[str, str],
+        project_id: str | None,
+        stage: _Stage,
     ) -> dict[str, Any]:
         row: dict[str, Any] = {
             "id": sid,
@@ -282,35 +355,30 @@ class Imports:
         if project_id is not None:
             row["project_id"] = project_id
         else:
-            workspace = self.sessions.workspaces / sid
-            row["workspace"] = str(workspace)
-            await asyncio.to_thread(workspace.mkdir, parents=True, exist_ok=True, mode=0o700)
+            # Its final place; it is made in the staging directory and moved there on commit.
+            row["workspace"] = str(self.sessions.workspaces / sid)
+            await asyncio.to_thread(
+                stage.workspace(sid).mkdir, parents=True, exist_ok=True, mode=0o700
+            )
         return row
 
     def _images(
-        self,
-        sid: str,
-        images: list[ImportedImage],
-        existing: bool,
-        summary: ImportSummary,
-        undo: _Undo,
+        self, sid: str, images: list[ImportedImage], summary: ImportSummary, stage: _Stage
     ) -> list[dict[str, Any]]:
-        """A message's images as artifacts of the session (in a thread: re-encoding is slow).
-        A new session's are committed at once (its directory goes whole on failure); an
-        existing session's once its messages are."""
+        """A message's images as committed artifacts of the session, made in the staging
+        directory (in a thread: re-encoding is slow) and moved into place on commit."""
         refs: list[dict[str, Any]] = []
         if not images:
             return refs
         for image in images:
             try:
-                refs.append(self._artifacts.add(sid, image.name, image.data))
+                refs.append(stage.artifacts.add(sid, image.name, image.data))
             except (UnsupportedImage, ImageTooLarge):
                 summary.skip("image that is not a supported picture")
         summary.images += len(refs)
-        if not existing:
-            return self._artifacts.commit(sid, [r["id"] for r in refs])
-        undo.artifacts.extend((sid, r["id"]) for r in refs)
-        return refs
+        if sid not in stage.new:
+            stage.added.setdefault(sid, []).extend(r["id"] for r in refs)
+        return stage.artifacts.commit(sid, [r["id"] for r in refs])
 
     async def _rules(
         self, bundle: ImportBundle, project_id: str | None
@@ -360,13 +428,6 @@ class Imports:
             have.add((conn.name, conn.base_url))
             summary.connections_created += 1
 
-    async def _undo(self, undo: _Undo) -> None:
-        for sid in undo.sessions:
-            await self.sessions.remove_files(sid)
-        for sid, artifact in undo.artifacts:
-            with contextlib.suppress(Exception):
-                await asyncio.to_thread(self._artifacts.delete, sid, artifact)
-
 
 def _file_change(
     change: ImportedFileChange, cwd: Path
@@ -393,8 +454,11 @@ UPLOAD_NAMES = {
 UPLOADABLE = tuple(UPLOAD_NAMES)
 
 
-def parse_upload(source: str, data: bytes, passphrase: str | None, scratch: Path) -> ImportBundle:
-    """The bundle an uploaded file holds, read from a private temporary file. Runs in a thread."""
+def parse_upload(
+    source: str, data: bytes | Path, passphrase: str | None, scratch: Path
+) -> ImportBundle:
+    """The bundle an uploaded file (its bytes, or a file, which is moved) holds, read from a
+    private temporary file; an archive's members are extracted beside it. Runs in a thread."""
     if source not in UPLOAD_NAMES:
         raise BadRequest(
             f"source must be one of {', '.join(UPLOADABLE)} (opencode's history is a "
@@ -404,5 +468,8 @@ def parse_upload(source: str, data: bytes, passphrase: str | None, scratch: Path
     scratch.mkdir(mode=0o700, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=scratch) as folder:
         path = Path(folder) / UPLOAD_NAMES[source]
-        path.write_bytes(data)
-        return sources.parse(source, path, passphrase=passphrase)
+        if isinstance(data, Path):
+            data.replace(path)
+        else:
+            path.write_bytes(data)
+        return sources.parse(source, path, passphrase=passphrase, scratch=Path(folder))

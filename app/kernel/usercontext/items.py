@@ -74,8 +74,9 @@ def stable_id(source: str) -> str:
 
 
 def clean_content(content: str, limit: int) -> str:
-    """`content` trimmed; empty or longer than `limit` characters is refused."""
-    cleaned = content.strip()
+    """`content` trimmed, its line ends (`\r\n`, a lone `\r`) `\n`, as its file reads back;
+    empty or longer than `limit` characters is refused."""
+    cleaned = content.replace("\r\n", "\n").replace("\r", "\n").strip()
     if not cleaned:
         raise InvalidContextItem("content is required")
     if len(cleaned) > limit:

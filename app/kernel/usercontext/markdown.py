@@ -20,6 +20,12 @@ from typing import Any
 
 FRONT_KEYS = ("id", "name", "description", "trigger", "globs")
 _KEY = re.compile(r"([A-Za-z_][A-Za-z0-9_-]*)\s*:\s*(.*)")
+# A content line that reads (after any backslashes) as one of our markers: rendering it as is
+# would let stored text open a block of its own, so it gets one more backslash on the way out
+# and loses one on the way in (Markdown shows `\<` as `<`).
+_MARKER_LIKE = re.compile(r"(\\*)<!-- foya-")
+# Line ends `str.splitlines` (which front matter is read with) knows and JSON leaves raw.
+_RAW_BREAKS = str.maketrans({"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"})
 
 
 class Malformed(ValueError):
@@ -107,7 +113,8 @@ def render_front_matter(fields: dict[str, Any]) -> str:
     for key in FRONT_KEYS:
         value = fields.get(key)
         if value:
-            lines.append(f"{key}: {json.dumps(value, ensure_ascii=False)}")
+            data = json.dumps(value, ensure_ascii=False).translate(_RAW_BREAKS)
+            lines.append(f"{key}: {data}")
     lines.append("---")
     return "\n".join(lines) + "\n"
 
@@ -133,7 +140,7 @@ def parse_blocks(text: str, marker: str) -> tuple[str, list[Block]]:
             meta, error = _marker(stripped[len(prefix) : -len(suffix)])
             blocks.append(Block(meta, "", line + "\n", error))
         elif blocks:
-            blocks[-1].content += line + "\n"
+            blocks[-1].content += _unescape_line(line) + "\n"
             blocks[-1].raw += line + "\n"
         else:
             head.append(line)
@@ -159,4 +166,30 @@ def render_block(marker: str, meta: dict[str, Any], content: str) -> str:
     data = json.dumps(
         {k: v for k, v in meta.items() if v not in (None, "", [])}, ensure_ascii=False
     )
-    return f"\n<!-- foya-{marker}: {data} -->\n{content}\n"
+    return f"\n<!-- foya-{marker}: {data} -->\n{escape_content(content)}\n"
+
+
+def _split_indent(line: str) -> tuple[str, str]:
+    # The marker test strips with `str.strip`, so "indent" is whatever that strips.
+    rest = line.lstrip()
+    return line[: len(line) - len(rest)], rest
+
+
+def escape_content(content: str) -> str:
+    """`content` with every line that could read as a marker (any `<!-- foya-…`, with or
+    without leading backslashes) given one more backslash: stored text stays text."""
+    out = []
+    for line in content.split("\n"):
+        indent, rest = _split_indent(line)
+        if _MARKER_LIKE.match(rest):
+            line = indent + "\\" + rest
+        out.append(line)
+    return "\n".join(out)
+
+
+def _unescape_line(line: str) -> str:
+    indent, rest = _split_indent(line)
+    match = _MARKER_LIKE.match(rest)
+    if match and match.group(1):
+        return indent + rest[1:]
+    return line
