@@ -6,6 +6,14 @@ Uploads are identified by content, never by name or client media type, bounded f
 before any pixel is decoded, then re-encoded in the same format so the stored file carries no EXIF,
 XMP, comments or text chunks. Synchronous and CPU bound: the kernel calls it via asyncio.to_thread.
 
+The one bound on decoding (`_check_header`, for session artifacts, canvas assets and imported
+images alike, since all of them are stored through `Artifacts.add`): at most `MAX_PIXELS`
+decoded pixels per upload, width x height x frames, read from the header (the frame count
+WebP and APNG declare) before a pixel is decoded, and counted again frame by frame (a GIF's
+frames can only be counted by decoding them). A 186-byte animated WebP of three 5700² frames
+is refused with the header read, never decoded. Pillow's own bomb guard
+(`Image.MAX_IMAGE_PIXELS`) is set to the same limit, and its warning is a refusal too.
+
 Pillow is imported by the functions that decode, on the first upload: mapping its native
 libraries at start cost every `foya serve` resident memory and start-up time (bench/http.py).
 """
@@ -20,9 +28,11 @@ import secrets
 import shutil
 import threading
 import unicodedata
+import warnings
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from app.errors import BadRequest, Conflict, FoyaError, NotFound
@@ -35,7 +45,9 @@ MAX_BYTES = 20 * 1024 * 1024
 MAX_SIDE = 8192
 MAX_PIXELS = 40_000_000
 MAX_FRAMES = 300
-MAX_ANIMATION_PIXELS = 100_000_000  # summed over frames: every frame is held decoded while saving
+# Summed over frames: every frame is held decoded while saving, so an animation may decode no
+# more than the largest still image.
+MAX_ANIMATION_PIXELS = MAX_PIXELS
 MEDIA_TYPES = {"PNG": "image/png", "JPEG": "image/jpeg", "WEBP": "image/webp", "GIF": "image/gif"}
 _EXTENSIONS = {"image/png": "png", "image/jpeg": "jpg", "image/webp": "webp", "image/gif": "gif"}
 _REF_FIELDS = ("id", "name", "kind", "media_type", "bytes", "width", "height", "sha256")
@@ -230,25 +242,51 @@ def _normalize(data: bytes) -> tuple[str, bytes, int, int]:
     """Decode an upload within the limits and re-encode it: (format, bytes, width, height)."""
     if len(data) > MAX_BYTES:
         raise ImageTooLarge(f"image is larger than {MAX_BYTES // (1024 * 1024)} MiB")
-    from PIL import Image
+    Image = _pillow()
 
     try:
         # Only these four decoders may run: a refused format (TIFF, BMP, PSD, ...) is never
         # parsed at all, which is both less attack surface and less wasted work.
         with Image.open(io.BytesIO(data), formats=list(MEDIA_TYPES)) as im:
             fmt = "JPEG" if im.format == "MPO" else str(im.format)
+            _check_header(im, fmt)
             frames = _frames(im, single=fmt == "JPEG")
             out = _encode(frames, fmt, im, data)
-    except Image.DecompressionBombError:
-        # Pillow's own guard (2x its global MAX_IMAGE_PIXELS), left untouched for other code.
-        # Its DecompressionBombWarning needs a side above MAX_SIDE, refused by `_frames` anyway;
-        # warnings.catch_warnings is not thread-safe, so it is not used to silence it.
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning):
+        # Pillow's own guard, at the same limit as ours (`_pillow`): a refusal either way.
         raise ImageTooLarge("image dimensions are too large") from None
     except (FoyaError, MemoryError):
         raise
     except Exception as e:  # Pillow reports corrupt data as OSError, SyntaxError, ValueError...
         raise UnsupportedImage("not a readable PNG, JPEG, WebP or GIF image") from e
     return fmt, out, frames[0].width, frames[0].height
+
+
+def _pillow() -> ModuleType:
+    """Pillow's Image module, its bomb guard set to our limit: above `MAX_PIXELS` it warns
+    (made an error here: a warning would let the image be decoded) and above twice that it
+    refuses. Set on every call, since test runners and other code may reset warning filters;
+    `filterwarnings` replaces an identical filter rather than adding one."""
+    from PIL import Image
+
+    Image.MAX_IMAGE_PIXELS = MAX_PIXELS
+    warnings.filterwarnings("error", category=Image.DecompressionBombWarning)
+    return Image
+
+
+def _check_header(im: PILImage, fmt: str) -> None:
+    """Refuse, from the header alone, an image whose frames would decode to more than
+    `MAX_PIXELS` pixels. WebP and APNG declare their frame count; a GIF's is only known by
+    decoding its frames, so `_frames` counts it as it goes; a JPEG (MPO) keeps one picture."""
+    width, height = im.size
+    declared = 1 if fmt in ("JPEG", "GIF") else int(getattr(im, "n_frames", 1))
+    if declared > MAX_FRAMES:
+        raise ImageTooLarge(f"animation has {declared} frames (at most {MAX_FRAMES})")
+    if width * height * declared > MAX_ANIMATION_PIXELS:
+        raise ImageTooLarge(
+            f"image is {declared} frame(s) of {width}x{height}: more than {MAX_PIXELS} "
+            "pixels to decode"
+        )
 
 
 def _frames(im: PILImage, *, single: bool) -> list[PILImage]:

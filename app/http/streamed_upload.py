@@ -3,7 +3,9 @@
 `StreamedFile.open()` reads the body up to the headers of the first part named `file` that is
 a file (has a `filename`) and answers that name; `chunks()` then yields the part's bytes as
 they come and, after its end, reads the rest of the body without keeping it, so the
-connection stays usable. Other parts are skipped unread (their data is dropped as parsed).
+connection stays usable. Other file parts are skipped unread (their data is dropped as
+parsed); text parts (no `filename`) are kept in `fields`, at most `MAX_FIELDS` of at most
+`MAX_FIELD` bytes each (400 beyond), complete once `chunks()` has ended.
 
 Refusals are `FoyaError`s for the route to answer: a body past `limit` (at once when
 `Content-Length` says so) is the `too_large` error, a body without such a part the `missing`
@@ -22,6 +24,8 @@ from starlette.requests import ClientDisconnect, Request
 from app.errors import BadRequest, FoyaError
 
 MAX_HEADER = 16 * 1024
+MAX_FIELD = 64 * 1024
+MAX_FIELDS = 16
 
 
 class StreamedFile:
@@ -50,6 +54,8 @@ class StreamedFile:
         self._state = "before"  # before the file part, "in" it, "after" it
         self._name = ""
         self._pieces: list[bytes] = []
+        self.fields: dict[str, str] = {}
+        self._text: tuple[str, bytearray] | None = None  # the text part being parsed
         self._parser = MultipartParser(
             boundary,
             {
@@ -107,6 +113,7 @@ class StreamedFile:
 
     def _part_begin(self) -> None:
         self._disposition, self._header_bytes, self._current = b"", 0, False
+        self._text = None
 
     def _header_field(self, data: bytes, start: int, end: int) -> None:
         self._field += self._counted(data[start:end])
@@ -130,11 +137,23 @@ class StreamedFile:
         if self._state == "before" and options.get(b"name") == b"file" and b"filename" in options:
             self._current, self._state = True, "in"
             self._name = options[b"filename"].decode("utf-8", "replace")
+        elif b"name" in options and b"filename" not in options:
+            if len(self.fields) >= MAX_FIELDS:
+                raise BadRequest(f"malformed multipart body: more than {MAX_FIELDS} fields")
+            self._text = (options[b"name"].decode("utf-8", "replace"), bytearray())
 
     def _part_data(self, data: bytes, start: int, end: int) -> None:
         if self._current:
             self._pieces.append(data[start:end])
+        elif self._text is not None:
+            self._text[1].extend(data[start:end])
+            if len(self._text[1]) > MAX_FIELD:
+                raise BadRequest(f"field {self._text[0]!r} is longer than {MAX_FIELD} bytes")
 
     def _part_end(self) -> None:
         if self._current:
             self._current, self._state = False, "after"
+        elif self._text is not None:
+            name, value = self._text
+            self.fields.setdefault(name, value.decode("utf-8", "replace"))
+            self._text = None

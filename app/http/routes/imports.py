@@ -21,9 +21,10 @@ from fastapi.responses import StreamingResponse
 from starlette.types import Scope
 
 from app.errors import BadRequest, FoyaError
-from app.http.routes.artifacts import multipart_upload, upload_schema
+from app.http.routes.artifacts import upload_schema
+from app.http.streamed_upload import StreamedFile
 from app.kernel import Kernel
-from app.kernel.imports import UPLOADABLE, ImportSummary
+from app.kernel.imports import UPLOADABLE, ImportSummary, UploadForm
 
 _UPLOAD_PATH = re.compile(r"/imports")
 CHUNK = 1024 * 1024
@@ -48,6 +49,15 @@ def _flag(fields: dict[str, str], name: str) -> bool:
     if value not in ("true", "false", "1", "0", ""):
         raise BadRequest(f"{name} must be true or false")
     return value in ("true", "1")
+
+
+def _form(fields: dict[str, str]) -> UploadForm:
+    return UploadForm(
+        fields.get("source", ""),
+        passphrase=fields.get("passphrase") or None,
+        with_keys=_flag(fields, "with_keys"),
+        project_id=fields.get("project_id") or None,
+    )
 
 
 def _archive(file: IO[bytes], name: str) -> StreamingResponse:
@@ -75,20 +85,16 @@ def router(kernel: Kernel) -> APIRouter:
             status=413,
             code="import_too_large",
         )
-        _, data, fields = await multipart_upload(
+        # Streamed to a temporary file as it arrives: an upload is never held whole in memory.
+        upload = StreamedFile(
             request,
             limit + 64 * 1024,
             what="archive",
             too_large=too_large,
             missing=BadRequest("send the archive in a multipart field named file"),
         )
-        return await kernel.imports.upload(
-            fields.get("source", ""),
-            data,
-            passphrase=fields.get("passphrase") or None,
-            with_keys=_flag(fields, "with_keys"),
-            project_id=fields.get("project_id") or None,
-        )
+        await upload.open()
+        return await kernel.imports.upload_stream(upload.chunks(), lambda: _form(upload.fields))
 
     @api.get(
         "/sessions/{session_id}/export",
