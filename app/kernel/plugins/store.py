@@ -11,11 +11,14 @@ Where things live (Foya's layout with a home directory):
                                    atomically, 0600
 
 Installing copies the package (a local directory, or a shallow git checkout) into a staging
-directory under `~/.foya/plugins`, checks it there (no links, no special files, limits, a valid
-manifest, no error in its components) and renames it into place: a refused install leaves
-nothing behind, and nothing in the package is ever run. A plugin whose name is taken is refused
-unless `replace` is set. Hand edits show without a restart: listings read the directory again,
-and the enabled set re-reads a manifest when its file changed.
+directory, `~/.foya/plugins/.staging/<kind>-<random>/` (`app.staging`), checks it there (no
+links, no special files, limits, a valid manifest, no error in its components) and renames it
+into place: a refused install leaves nothing behind, and nothing in the package is ever run.
+A crash leaves files only under `.staging/`, never listed; `sweep_staging()` at start deletes
+them (and the `.install-*` directories of earlier versions), after putting back a plugin that
+a crash caught between moving it aside and moving its replacement in. A plugin whose name is
+taken is refused unless `replace` is set. Hand edits show without a restart: listings read the
+directory again, and the enabled set re-reads a manifest when its file changed.
 
 For the other services (synchronous, cheap: one directory listing and a `stat` per plugin):
 `enabled_dirs()` (skills, commands and agents are found below them) and `mcp_servers()`.
@@ -30,11 +33,11 @@ import contextlib
 import json
 import os
 import shutil
-import tempfile
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
 from app.errors import BadRequest
+from app.failpoints import failpoint
 from app.files import fsync_dir, write_json_atomic
 from app.kernel.plugins import git
 from app.kernel.plugins.manifest import (
@@ -48,11 +51,15 @@ from app.kernel.plugins.manifest import (
 from app.kernel.plugins.marketplaces import Marketplaces
 from app.kernel.plugins.models import Manifest, Plugin, PluginMCPServer, Problem, reported
 from app.kernel.plugins.tree import copy_tree, inside, remove_tree
+from app.kernel.web.guard import AllowList
 from app.logs import get_logger
+from app.staging import STAGING, new_staging
+from app.store.orphans import sweep_leftovers
 
 MAX_FILES = 2048
 MAX_BYTES = 32 * 1024 * 1024
 MAX_PLUGINS = 128
+PREVIOUS = "previous"  # in an install's staging: the plugin a replacement moved aside
 
 _StatKey = tuple[int, int, int]
 
@@ -65,11 +72,14 @@ class Plugins:
         base: Path,
         data_dir: Path,
         on_change: Callable[[], Awaitable[None]] | None = None,
+        allow: AllowList | None = None,
     ) -> None:
         self.root = base / "plugins"
         self.data_root = base / "plugin-data"
         self.state_file = data_dir / "plugins.json"
         self.on_change = on_change
+        # Git remotes it may reach although private (FOYA_WEB_FETCH_ALLOW_HOSTS; plugins.git).
+        self.allow = allow or AllowList()
         self.lock = asyncio.Lock()  # one install, removal or marketplace change at a time
         self.log = get_logger("foya.plugins")
         self._disabled, self._sources = self._load_state()
@@ -114,7 +124,7 @@ class Plugins:
             async with self.lock:
                 if parsed.kind == "git":
                     with self.staging(".download-") as temp:
-                        await git.clone(parsed.location, temp / "repo")
+                        await git.clone(parsed.location, temp / "repo", allow=self.allow)
                         repo = temp / "repo"
                         item = await self.install_package(repo, parsed.label, replace=replace)
                 else:
@@ -176,13 +186,46 @@ class Plugins:
 
     @contextlib.contextmanager
     def staging(self, prefix: str) -> Iterator[Path]:
-        """A private directory below the install directory, removed afterwards."""
+        """A private directory in `<install dir>/.staging/` (same file system as the plugins,
+        so its contents rename into place), removed afterwards; `prefix` names its kind."""
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
-        temp = Path(tempfile.mkdtemp(prefix=prefix, dir=self.root))
+        for attempt in range(3):
+            try:
+                temp = new_staging(self.root, prefix.strip(".-"))
+                break
+            except FileNotFoundError:  # another staging removed the emptied parent meanwhile
+                if attempt == 2:
+                    raise
         try:
             yield temp
         finally:
             shutil.rmtree(temp, ignore_errors=True)
+            with contextlib.suppress(OSError):  # only if empty: others may be staging
+                (self.root / STAGING).rmdir()
+
+    def sweep_staging(self) -> list[Path]:
+        """At start, before any install: put back a plugin a crash left moved aside, then
+        delete every staging leftover of the plugin and marketplace directories."""
+        for aside in self._moved_aside():
+            target = self.root / aside.name
+            if os.path.lexists(target):
+                continue  # the replacement is in place: the old copy is disposable
+            try:
+                os.rename(aside, target)
+                fsync_dir(self.root)
+            except OSError as exc:  # kept in staging would delete it: refuse to sweep instead
+                self.log.error("an interrupted plugin replacement cannot be undone",
+                               plugin=aside.name, error=str(exc))  # fmt: skip
+                return []
+            self.log.warning("an interrupted plugin replacement was undone", plugin=aside.name)
+        removed: list[Path] = []
+        for root in (self.root, self.marketplaces.root):
+            removed += sweep_leftovers(root)
+            with contextlib.suppress(OSError):  # nothing stages yet: an empty one goes too
+                (root / STAGING).rmdir()
+        if removed:
+            self.log.info("staging a crash left was removed", entries=len(removed))
+        return removed
 
     async def install_package(
         self, source: Path, label: str, *, expected: str = "", replace: bool = False
@@ -205,6 +248,7 @@ class Plugins:
             package = temp / "package"
             package.mkdir(mode=0o700)
             copy_tree(source, package, max_files=MAX_FILES, max_bytes=MAX_BYTES)
+            failpoint("plugin_install_copied")
             item = self._inspect(package)
             errors = [d.message for d in item.diagnostics or () if d.severity == "error"]
             if errors:
@@ -215,11 +259,15 @@ class Plugins:
             if target.exists() or target.is_symlink():
                 if not replace:
                     raise Problem(f"plugin already exists: {item.name}")
-                os.rename(target, temp / "previous")
+                # Named after its place, so that a start after a crash here can put it back.
+                aside = temp / PREVIOUS / item.name
+                aside.parent.mkdir(mode=0o700)
+                os.rename(target, aside)
+                failpoint("plugin_replace_moved_aside")
                 try:
                     os.rename(package, target)
                 except OSError:
-                    os.rename(temp / "previous", target)
+                    os.rename(aside, target)
                     raise
             else:
                 if len(self._dirs()) >= MAX_PLUGINS:
@@ -228,6 +276,23 @@ class Plugins:
             fsync_dir(self.root)
         self._save_state(self._disabled - {item.name}, {**self._sources, item.name: label})
         return self.find(item.name)
+
+    def _moved_aside(self) -> list[Path]:
+        """`.staging/<install>/previous/<name>/` directories, never through a link."""
+
+        def dirs(path: Path) -> list[Path]:
+            try:
+                with os.scandir(path) as entries:
+                    return sorted(Path(e.path) for e in entries if e.is_dir(follow_symlinks=False))
+            except (FileNotFoundError, NotADirectoryError):
+                return []
+
+        found = []
+        for staged in dirs(self.root / STAGING):
+            if (staged / PREVIOUS).is_symlink():
+                continue
+            found += [p for p in dirs(staged / PREVIOUS) if valid_name(p.name)]
+        return found
 
     def _dirs(self) -> list[Path]:
         try:
