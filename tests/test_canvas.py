@@ -60,7 +60,9 @@ class Kernel:
 def start(launcher: Launcher, root: Path, name: str = "c") -> Served:
     home = root / f"{name}-home"
     home.mkdir(exist_ok=True)
-    return unix_kernel(launcher, root, name, env=base_env(HOME=str(home)))
+    # The fake's linked images are on 127.0.0.1, behind web_fetch's guard (test_guarded_fetch).
+    env = base_env(HOME=str(home), FOYA_WEB_FETCH_ALLOW_HOSTS="127.0.0.1")
+    return unix_kernel(launcher, root, name, env=env)
 
 
 def image_connection(client: httpx.Client, fake: FakeProvider) -> str:

@@ -268,7 +268,8 @@ def test_an_installable_registry_item_is_accepted_as_the_client_sends_it(
     served_env: tuple[Launcher, Path, dict[str, str]], registry_url: str
 ) -> None:
     launcher, root, env = served_env
-    env = {**env, "FOYA_MCP_REGISTRY_URL": registry_url}
+    # The fake registry is on loopback, behind web_fetch's guard (test_guarded_fetch).
+    env = {**env, "FOYA_MCP_REGISTRY_URL": registry_url, "FOYA_WEB_FETCH_ALLOW_HOSTS": "127.0.0.1"}
     local = {**stdio("local", BARE), "env": {"LOCAL_TOKEN": "tok-" + uuid.uuid4().hex}}
     served = unix_kernel(launcher, root, "k", env=env)
     with served.client() as client:

@@ -87,6 +87,15 @@ class ImageRequest:
     references: tuple[bytes, ...] = ()
 
 
+@dataclass(frozen=True)
+class ImageLink:
+    """A generated image the provider answered with as a link (`url`, http or https), not as
+    bytes. It is someone else's URL: the kernel downloads it through its guarded fetcher
+    (`app.kernel.web.fetch`), never a provider (no address guard lives here)."""
+
+    url: str
+
+
 class Provider(Protocol):
     """What the kernel needs from a model API."""
 
@@ -96,8 +105,9 @@ class Provider(Protocol):
 
     async def models(self) -> list[str]: ...
 
-    async def generate_image(self, request: ImageRequest, max_bytes: int) -> bytes:
-        """The generated image's bytes (at most `max_bytes`), through the images API."""
+    async def generate_image(self, request: ImageRequest, max_bytes: int) -> bytes | ImageLink:
+        """The generated image through the images API: its bytes (at most `max_bytes`), or the
+        link it was answered with (for the caller to fetch through the guard)."""
         ...
 
     async def aclose(self) -> None:

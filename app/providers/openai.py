@@ -20,7 +20,10 @@ TLS settings and timeouts are configured as before, and aiohttp's errors arrive 
 
 Images (`generate_image`) go through the SDK's images API (`images.generate`, or `images.edit`
 with reference images); no `response_format` is sent (gpt-image models refuse it and always
-answer `b64_json`), and an answer given as a `url` is downloaded without the key.
+answer `b64_json`), and an answer given as a `url` is handed back as an `ImageLink`: it is the
+provider's to give and may point anywhere, so the kernel downloads it through its guarded
+fetcher (no private or reserved address, every redirect checked, size and time caps), without
+the key. No HTTP client of this module's own fetches anything.
 """
 
 from __future__ import annotations
@@ -32,7 +35,6 @@ import json
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
-import httpx
 import openai
 
 from app.logs import get_logger
@@ -40,6 +42,7 @@ from app.providers.base import (
     ChatRequest,
     Completion,
     Done,
+    ImageLink,
     ImageRequest,
     ProviderError,
     ReasoningDelta,
@@ -192,10 +195,10 @@ class OpenAIProvider:
         except MAPPED as exc:
             raise self._failed(exc) from None
 
-    async def generate_image(self, request: ImageRequest, max_bytes: int) -> bytes:
+    async def generate_image(self, request: ImageRequest, max_bytes: int) -> bytes | ImageLink:
         """One image through the images API: `images.generate`, or `images.edit` of the
-        reference images. The answer's `b64_json` is decoded; a `url` is downloaded (without
-        the key: the link is the provider's to give, and may point at another host)."""
+        reference images. The answer's `b64_json` is decoded; a `url` is answered as an
+        `ImageLink` for the kernel's guarded fetcher (never downloaded here)."""
         args: dict[str, Any] = {"model": request.model, "prompt": request.prompt, "n": 1}
         args["size"] = request.size
         if request.quality:
@@ -211,7 +214,7 @@ class OpenAIProvider:
         if b64:
             return self._decoded(b64, max_bytes)
         if url:
-            return await self._download(url, max_bytes)
+            return self._link(str(url))
         raise self._report(Failure("bad_response", f"the provider at {self.host} sent no image"))
 
     def _decoded(self, b64: str, max_bytes: int) -> bytes:
@@ -227,30 +230,11 @@ class OpenAIProvider:
         message = f"the provider at {self.host} sent an image larger than {max_bytes >> 20} MiB"
         return self._report(Failure("bad_response", message))
 
-    async def _download(self, url: str, max_bytes: int) -> bytes:
-        where = host_of(url)
+    def _link(self, url: str) -> ImageLink:
         if not url.startswith(("https://", "http://")):
             message = f"the provider at {self.host} sent an image link that is not http(s)"
             raise self._report(Failure("bad_response", message))
-        try:
-            async with (
-                httpx.AsyncClient(timeout=TIMEOUT, follow_redirects=True) as client,
-                client.stream("GET", url) as response,
-            ):
-                if response.status_code != 200:
-                    status = response.status_code
-                    message = f"downloading the generated image from {where} answered HTTP {status}"
-                    raise self._report(Failure("bad_response", message, status))
-                data = bytearray()
-                async for chunk in response.aiter_bytes():
-                    data += chunk
-                    if len(data) > max_bytes:
-                        raise self._too_large(max_bytes)
-                return bytes(data)
-        except MAPPED as exc:
-            cause = classify(exc, where, self._key).cause or "the connection failed"
-            message = f"cannot download the generated image from {where}: {cause}"
-            raise self._report(Failure("network", message, cause=cause)) from None
+        return ImageLink(url)
 
 
 class MidStreamError(ProviderError):

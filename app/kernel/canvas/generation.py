@@ -58,7 +58,7 @@ from app.kernel.providers import Providers
 from app.kernel.web.errors import FetchError
 from app.logs import get_logger
 from app.metrics import Metrics
-from app.providers.base import ImageRequest, Provider, ProviderError
+from app.providers.base import ImageLink, ImageRequest, Provider, ProviderError
 
 if TYPE_CHECKING:
     from app.kernel.canvas.service import Canvases
@@ -100,6 +100,7 @@ class Generations:
         self.canvases = canvases
         self.connections = connections
         self.providers = providers
+        self.fetcher = fetcher
         self.videos = video.Videos(canvases, fetcher)
         self._outcomes = metrics.canvas_generations
         self._tasks: dict[str, set[asyncio.Task[Document]]] = {}
@@ -195,6 +196,8 @@ class Generations:
         async with asyncio.timeout(TIMEOUT):
             request = dataclasses.replace(job.request, references=tuple(references))
             data = await job.provider.generate_image(request, MAX_BYTES)
+            if isinstance(data, ImageLink):  # someone else's URL: only through the guard
+                data = await self.fetcher().read(data.url, max_bytes=MAX_BYTES, time_limit=TIMEOUT)
         asset = await self.canvases.store_image(canvas_id, "generated.png", data)
         return await self.canvases.change(canvas_id, edits.done(ids, asset))
 

@@ -7,34 +7,58 @@ An item is only installable when `PUT /mcp` takes its config as the client sends
 config is checked by the very rule `PUT /mcp` applies (`config.merged`), and one it refuses is
 answered with `installable` false and the reason. The registry's URL is a setting
 (`FOYA_MCP_REGISTRY_URL`), so tests and air-gapped hosts can point it elsewhere.
+
+The registry is fetched through the guarded fetcher of `web_fetch` (`app.kernel.web.fetch`):
+what it answers is someone else's, and so are the redirects it may send, so a private,
+loopback or link-local address is refused unless `FOYA_WEB_FETCH_ALLOW_HOSTS` allows it (a
+registry on the operator's own network is allowed there), every redirect is checked again,
+and the answer is capped at `MAX_BYTES` and `TIMEOUT` seconds.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from typing import TYPE_CHECKING, Any
 
-import httpx
 from pydantic import ValidationError
+from yarl import URL
 
 from app.kernel.mcp.config import McpConfig, McpUpdateFailed, ServerConfig, merged
 
+if TYPE_CHECKING:
+    from app.kernel.web.fetch import Fetcher
+
 LIMIT = 40
 TIMEOUT = 15.0
+MAX_BYTES = 4 * 1024 * 1024
 
 
-async def registry_servers(url: str, query: str) -> list[dict[str, Any]]:
-    """One page of the registry's answer to `query`, deduplicated by name, in its order."""
+async def registry_servers(fetcher: Fetcher, url: str, query: str) -> list[dict[str, Any]]:
+    """One page of the registry's answer to `query`, deduplicated by name, in its order;
+    `FetchError` when it cannot be fetched, `ValueError` when it is not a registry answer."""
     params = {"limit": str(LIMIT)}
     if query.strip():
         params["search"] = query.strip()
-    async with httpx.AsyncClient(timeout=TIMEOUT) as client:
-        response = await client.get(url, params=params)
-    if response.status_code != 200:
-        raise ValueError(f"MCP registry returned HTTP {response.status_code}")
-    entries = response.json().get("servers") or []
+    try:
+        target = str(URL(url).update_query(params))
+    except (ValueError, TypeError):
+        raise ValueError("the MCP registry URL is invalid") from None
+    body = await fetcher.read(target, max_bytes=MAX_BYTES, time_limit=TIMEOUT)
+    try:
+        answer = json.loads(body)  # a JSONDecodeError (and a UnicodeDecodeError) is a ValueError
+    except RecursionError:
+        raise ValueError("the MCP registry's answer is nested too deeply") from None
+    if not isinstance(answer, dict):
+        raise ValueError("the MCP registry did not answer a JSON object")
+    entries = answer.get("servers") or []
+    if not isinstance(entries, list):
+        raise ValueError("the MCP registry's servers are not a list")
     found: dict[str, dict[str, Any]] = {}
     for entry in entries:
-        item = _install(entry.get("server") or {})
+        server = entry.get("server") if isinstance(entry, dict) else None
+        if not isinstance(server, dict):
+            continue  # not a server entry: nothing to offer
+        item = _install(server)
         if item["id"]:
             found[item["id"]] = _checked(item)
     return list(found.values())

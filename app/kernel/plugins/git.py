@@ -9,6 +9,17 @@ seconds or when the request is cancelled. It never runs code from what it fetche
 shallow, take no template (so no hooks are copied in), run with `core.hooksPath=/dev/null`
 (so no hook of the user's configuration runs either), never recurse into submodules, never
 prompt for credentials, and leave Git LFS files as pointers.
+
+A remote is someone else's say-so (a marketplace's entry names any URL), so before git runs its
+host is resolved and checked by web_fetch's rule (`app.kernel.web.guard.resolve`: no private,
+loopback, link-local or reserved address unless `FOYA_WEB_FETCH_ALLOW_HOSTS` allows it). Git
+does its own networking, so what else can be bound is bound by configuration: for HTTPS, curl
+is pinned to exactly the checked addresses (`http.curloptResolve`: a name that resolves
+elsewhere a moment later changes nothing) and redirects are not followed
+(`http.followRedirects=false`); only the https, ssh and file transports are allowed at all
+(`protocol.allow=never`), so nothing downgrades to plain http or git://. For SSH the host is
+checked but cannot be pinned (ssh resolves it again itself), and a proxy configured for git by
+the user is the user's and is not overridden.
 """
 
 from __future__ import annotations
@@ -24,6 +35,7 @@ from typing import Literal
 from urllib.parse import urlsplit
 
 from app.kernel.plugins.models import Problem
+from app.kernel.web.guard import AllowList, Blocked, resolve
 
 TIMEOUT = 120.0
 MAX_MESSAGE = 400
@@ -36,6 +48,11 @@ SAFE = (
     "-c", "submodule.recurse=false",
     "-c", "core.fsmonitor=false",
     "-c", "protocol.ext.allow=never",
+    "-c", "protocol.allow=never",
+    "-c", "protocol.https.allow=always",
+    "-c", "protocol.ssh.allow=always",
+    "-c", "protocol.file.allow=always",
+    "-c", "http.followRedirects=false",
 )  # fmt: skip
 
 
@@ -93,18 +110,50 @@ def is_commit(value: str) -> bool:
     return _COMMIT.fullmatch(value) is not None
 
 
-async def clone(url: str, target: Path, revision: str = "") -> None:
+async def clone(url: str, target: Path, revision: str = "", *, allow: AllowList) -> None:
     """A shallow checkout of `url` (at `revision`, a ref or commit, if given) in the new
-    directory `target`."""
+    directory `target`; `Problem` before git runs when `url`'s host is one `allow` refuses."""
+    pin = await remote_pin(url, allow)
     if not revision:
-        await _git("clone", "--depth", "1", "--no-recurse-submodules", "--template=", "--",
+        await _git(*pin, "clone", "--depth", "1", "--no-recurse-submodules", "--template=", "--",
                    url, str(target))  # fmt: skip
         return
     await _git("init", "--quiet", "--template=", str(target))
     here = ("-C", str(target))
     await _git(*here, "remote", "add", "origin", url)
-    await _git(*here, "fetch", "--depth", "1", "--no-recurse-submodules", "origin", revision)
+    await _git(*pin, *here, "fetch", "--depth", "1", "--no-recurse-submodules", "origin", revision)
     await _git(*here, "checkout", "--quiet", "--detach", "FETCH_HEAD")
+
+
+async def remote_pin(url: str, allow: AllowList) -> tuple[str, ...]:
+    """The git options that bind a fetch of `url` to its host's checked addresses (none for
+    `file://` and SSH), or `Problem` when the host is refused or cannot be resolved."""
+    ssh = _SSH.fullmatch(url)
+    if ssh:
+        host, port = url[4 : url.index(":")], 22
+    else:
+        parts = urlsplit(url)
+        if parts.scheme == "file":
+            return ()
+        try:
+            host, port = parts.hostname or "", parts.port or 443
+        except ValueError:
+            raise Problem("invalid Git URL") from None
+        if parts.scheme != "https" or not host:
+            raise Problem("only HTTPS, Git SSH and file:// Git URLs are fetched")
+    try:
+        found = await resolve(allow, host, port)
+    except Blocked as exc:
+        raise Problem(
+            f"refused to fetch from {host}: {exc}; FOYA_WEB_FETCH_ALLOW_HOSTS can allow it"
+        ) from None
+    except OSError as exc:
+        raise Problem(f"cannot resolve {host}: {exc.strerror or exc}") from None
+    if ssh:
+        return ()
+    unique = dict.fromkeys(f"[{r.address}]" if ":" in r.address else r.address for r in found)
+    addresses = ",".join(unique)
+    return ("-c", f"http.curloptResolve={host}:{port}:{addresses}")
 
 
 async def head(target: Path) -> str:

@@ -19,7 +19,6 @@ import contextlib
 import json
 import os
 import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -46,6 +45,7 @@ from app.kernel.plugins.models import (
     reported,
 )
 from app.kernel.plugins.tree import copy_tree, inside, resolved_inside
+from app.staging import STAGING, new_staging
 
 if TYPE_CHECKING:
     from app.kernel.plugins.store import Plugins
@@ -201,7 +201,7 @@ class Marketplaces:
         """The directory of the package: inside the marketplace, or fetched below `temp`."""
         if package.local is not None:
             return package.local
-        await git.clone(package.url, temp / "repo", package.revision)
+        await git.clone(package.url, temp / "repo", package.revision, allow=self.plugins.allow)
         return await asyncio.to_thread(catalog.package_dir, temp / "repo", package.path)
 
     async def _fetch(
@@ -222,7 +222,7 @@ class Marketplaces:
                 copy_tree, Path(parsed.location), tree, max_files=MAX_FILES, max_bytes=MAX_BYTES
             )
         else:
-            await git.clone(parsed.location, tree, ref)
+            await git.clone(parsed.location, tree, ref, allow=self.plugins.allow)
             sha = await git.head(tree)
         kind, _, document = await asyncio.to_thread(catalog.discover, tree)
         assert document.name is not None  # discover checked it
@@ -256,11 +256,13 @@ class Marketplaces:
     @contextlib.contextmanager
     def _staging(self) -> Iterator[Path]:
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
-        temp = Path(tempfile.mkdtemp(prefix=".register-", dir=self.root))
+        temp = new_staging(self.root, "register")  # a crash's leftover is swept at start
         try:
             yield temp
         finally:
             shutil.rmtree(temp, ignore_errors=True)
+            with contextlib.suppress(OSError):  # only if empty
+                (self.root / STAGING).rmdir()
 
     def _load(self) -> dict[str, MarketplaceSummary]:
         try:

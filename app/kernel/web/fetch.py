@@ -1,4 +1,8 @@
-"""The guarded fetch behind `web_fetch`: one GET, its redirects, and the page as text.
+"""The one guarded way out to the network: every URL the kernel fetches on someone else's say-so
+(a page for `web_fetch`, an image or video link a provider answers with, the MCP registry) is
+fetched here, never by an HTTP client of its own (an import-linter contract keeps raw clients out
+of the kernel and of the image path); `app.kernel.web.guard.resolve` is the same check for
+connections made by other means (git, MCP over HTTP).
 
 Only http(s) URLs with a host and without credentials are fetched. Every hop of a redirect
 chain (at most `MAX_REDIRECTS`) is checked again, its URL and the addresses its host resolves
@@ -13,7 +17,8 @@ Errors are `FetchError`s whose message is what the model is told, in Foya's word
 
 `download` is the same guarded GET for a file (a generated canvas video): its body is handed
 to a sink as it arrives, bounded by its own size and time; headers given for it (a provider's
-key) are sent only to the first URL's origin, never after a redirect to another one.
+key) are sent only to the first URL's origin, never after a redirect to another one. `read`
+is `download` into memory, for a small answer (a generated image, a registry's JSON).
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from html_to_markdown import ConversionOptions, convert
 from yarl import URL
 
 from app.kernel.web.errors import FetchError
-from app.kernel.web.guard import AllowList, Blocked, literal
+from app.kernel.web.guard import AllowList, Blocked, literal, resolve
 
 MAX_BYTES = 5 * 1024 * 1024
 MAX_TEXT = 200_000
@@ -70,7 +75,8 @@ def _size(count: int) -> str:
 
 
 class Fetcher:
-    """Fetches pages for `web_fetch`, over one pool of connections (`close()` it)."""
+    """Fetches what someone else named (pages, generated media, registry answers) within the
+    guard, over one pool of connections (`close()` it)."""
 
     def __init__(
         self,
@@ -121,6 +127,24 @@ class Fetcher:
                     await sink(chunk)
         except TimeoutError:
             raise FetchError(f"web fetch failed: not done within {time_limit:g} s") from None
+
+    async def read(
+        self,
+        raw: str,
+        *,
+        max_bytes: int,
+        time_limit: float,
+        headers: Mapping[str, str] | None = None,
+    ) -> bytes:
+        """The body at `raw` (at most `max_bytes`, within `time_limit` seconds), or
+        `FetchError`: `download` collected in memory."""
+        parts: list[bytes] = []
+
+        async def keep(chunk: bytes) -> None:
+            parts.append(chunk)
+
+        await self.download(raw, keep, max_bytes=max_bytes, time_limit=time_limit, headers=headers)
+        return b"".join(parts)
 
     async def close(self) -> None:
         if self._session is not None:
@@ -239,28 +263,18 @@ class GuardedResolver(AbstractResolver):
     async def resolve(
         self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
     ) -> list[ResolveResult]:
-        loop = asyncio.get_running_loop()
-        infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM, family=family)
-        results: list[ResolveResult] = []
-        for found_family, _, proto, _, sockaddr in infos:
-            address = literal(str(sockaddr[0]))
-            if address is None:  # not an IP socket address: nothing we could vouch for
-                raise Blocked(f"{host} resolves to an address that is not IP")
-            if not self.allow.allows(host, address):
-                raise Blocked(f"{host} resolves to a private or reserved address ({address})")
-            results.append(
-                ResolveResult(
-                    hostname=host,
-                    host=str(sockaddr[0]),
-                    port=int(sockaddr[1]),
-                    family=found_family,
-                    proto=proto,
-                    flags=_NUMERIC,
-                )
+        found = await resolve(self.allow, host, port, family)
+        return [
+            ResolveResult(
+                hostname=host,
+                host=r.address,
+                port=r.port,
+                family=r.family,
+                proto=r.proto,
+                flags=_NUMERIC,
             )
-        if not results:
-            raise Blocked(f"{host} resolves to no address")
-        return results
+            for r in found
+        ]
 
     async def close(self) -> None:
         return None

@@ -15,12 +15,19 @@ multicast, and an IPv6 address that embeds such an IPv4 one (`::ffff:a.b.c.d`, 6
 
 `AllowList` is the operator's exception (`FOYA_WEB_FETCH_ALLOW_HOSTS`): host names whose every
 address may be reached, and IP addresses or networks that may be reached whatever the name.
+
+`resolve` is the one resolve-and-check every outbound connection made on someone else's say-so
+uses (the fetcher's resolver, git's remote host, MCP over HTTP): the addresses it answers are
+the only ones that connection may then go to.
 """
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
+import socket
 from dataclasses import dataclass
+from typing import NamedTuple
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -85,6 +92,35 @@ class AllowList:
         if not blocked(address) or _name(host) in self.hosts:
             return True
         return any(address in network for network in self.networks)
+
+
+class Resolved(NamedTuple):
+    """One checked address of a host: connect to exactly this."""
+
+    family: socket.AddressFamily
+    proto: int
+    address: str
+    port: int
+
+
+async def resolve(
+    allow: AllowList, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_UNSPEC
+) -> list[Resolved]:
+    """Every address `host` (a name or an IP literal) resolves to, or `Blocked` when any one
+    is refused by `allow`, is not IP, or there is none; an unknown name is an `OSError`."""
+    loop = asyncio.get_running_loop()
+    infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM, family=family)
+    found: list[Resolved] = []
+    for found_family, _, proto, _, sockaddr in infos:
+        address = literal(str(sockaddr[0]))
+        if address is None:  # not an IP socket address: nothing we could vouch for
+            raise Blocked(f"{host} resolves to an address that is not IP")
+        if not allow.allows(host, address):
+            raise Blocked(f"{host} resolves to a private or reserved address ({address})")
+        found.append(Resolved(found_family, proto, str(sockaddr[0]), int(sockaddr[1])))
+    if not found:
+        raise Blocked(f"{host} resolves to no address")
+    return found
 
 
 def _name(host: str) -> str:
