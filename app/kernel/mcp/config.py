@@ -94,13 +94,6 @@ def is_secret_header(name: str) -> bool:
     return any(word in lowered for word in _SECRET_HEADER_WORDS)
 
 
-def secret_values(server: ServerConfig) -> list[str]:
-    """Every secret value of `server`, to scrub from messages."""
-    values = [server.bearer_token, *server.env.values()]
-    values += [v for k, v in server.headers.items() if is_secret_header(k)]
-    return [v for v in values if len(v) >= 4]
-
-
 def public(config: McpConfig) -> McpConfig:
     """`config` as answered: secrets replaced by `has_token` and placeholders."""
     servers = []

@@ -16,6 +16,11 @@ capability, or "Method not found") lists none.
 Everything runs under anyio cancel scopes, never a bare `Task.cancel()`: the SDK shuts a stdio
 server down in a shielded scope that a native cancellation could cut short (leaking the
 process). A stdio server's stderr goes nowhere: it is not ours to log, and may hold secrets.
+
+Whatever the server says passes `redact.Redactor` here, before the rest of the kernel sees it:
+every call result (tools, resources, prompts), its tools' descriptions, and every error text
+(status, log line, the message a route or the model gets) has the server's secrets masked. A
+plugin's server over HTTP gets the address guard (`netguard`).
 """
 
 from __future__ import annotations
@@ -24,7 +29,6 @@ import asyncio
 import contextlib
 import math
 import os
-import re
 import time
 import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -41,8 +45,11 @@ from mcp.client.streamable_http import streamable_http_client
 
 from app.events import iso_time
 from app.kernel.mcp.common import NotConnected, Timeouts
-from app.kernel.mcp.config import ServerConfig, secret_values
+from app.kernel.mcp.config import ServerConfig
+from app.kernel.mcp.netguard import GuardedTransport
+from app.kernel.mcp.redact import Redactor, expand
 from app.kernel.mcp.watch import watching
+from app.kernel.web.guard import AllowList
 from app.logs import get_logger
 
 BACKOFF_FIRST = 0.5
@@ -50,7 +57,6 @@ BACKOFF_MAX = 30.0
 STABLE_AFTER = 60.0  # connected this long, a later failure starts the backoff over
 PAGE_CAP = 50
 Page = TypeVar("Page", bound=types.PaginatedResult)
-_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
 
 State = Literal["disabled", "disconnected", "connecting", "connected", "error"]
 
@@ -64,18 +70,21 @@ class Listing:
     prompts: int = 0
 
 
-def expand(value: str) -> str:
-    """`$NAME` and `${NAME}` replaced by the kernel's environment (unset: empty), as Foya."""
-    return _VAR.sub(lambda m: os.environ.get(m.group(1) or m.group(2), ""), value)
-
-
 class Link:
-    """A supervised connection to one server; `on_change` runs when its tools change."""
+    """A supervised connection to one server; `on_change` runs when its tools change.
+
+    `guard`, when given, is the address rule its HTTP requests must pass (`netguard`)."""
 
     def __init__(
-        self, config: ServerConfig, timeouts: Timeouts, on_change: Callable[[], None]
+        self,
+        config: ServerConfig,
+        timeouts: Timeouts,
+        on_change: Callable[[], None],
+        guard: AllowList | None = None,
     ) -> None:
         self.config = config
+        self.guard = guard
+        self.redact = Redactor.for_server(config)
         self.timeouts = timeouts
         self.on_change = on_change
         self.state: State = "connecting"
@@ -129,7 +138,7 @@ class Link:
         client = self.client()
         try:
             with anyio.fail_after(self.timeouts.call):
-                return await work(client)
+                return self.redact.value(await work(client))
         except TimeoutError:
             self._check.set()
             raise TimeoutError(
@@ -140,10 +149,9 @@ class Link:
             raise RuntimeError(self.scrub(str(exc) or type(exc).__name__)) from None
 
     def scrub(self, text: str) -> str:
-        """`text` with this server's secrets masked (errors may quote a URL or a header)."""
-        for secret in secret_values(self.config):
-            text = text.replace(secret, "***")
-        return text
+        """`text` with this server's secrets masked (errors may quote a URL, a header, or
+        whatever the server put in a JSON-RPC error)."""
+        return self.redact.text(text)
 
     async def _supervise(self) -> None:
         failures = 0
@@ -173,6 +181,7 @@ class Link:
         with anyio.CancelScope(deadline=deadline) as connecting:
             async with self._connected() as client:
                 listing = await _list(client)
+                listing.tools = [self.redact.model(tool) for tool in listing.tools]
                 connecting.deadline = math.inf  # connected: from now on each ping is bounded
                 self._client, self.listing = client, listing
                 self.state, self.error = "connected", ""
@@ -210,14 +219,29 @@ class Link:
                 if config.bearer_token:
                     headers["Authorization"] = f"Bearer {config.bearer_token}"
                 if config.transport == "sse":
-                    transport = sse_client(config.url, headers=headers)
-                else:
-                    http = await stack.enter_async_context(
-                        httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300))
+                    transport = sse_client(
+                        config.url, headers=headers, httpx_client_factory=self._http_client
                     )
+                else:
+                    http = await stack.enter_async_context(self._http_client(headers=headers))
                     transport = streamable_http_client(config.url, http_client=http)
             client = Client(watching(transport, self._check_now), mode="legacy", cache=None)
             yield await stack.enter_async_context(client)
+
+    def _http_client(
+        self,
+        headers: dict[str, str] | None = None,
+        timeout: httpx2.Timeout | None = None,
+        auth: httpx2.Auth | None = None,
+    ) -> httpx2.AsyncClient:
+        """The HTTP client for this server (the SDK's factory signature): guarded if it must be."""
+        transport = GuardedTransport(self.guard) if self.guard is not None else None
+        return httpx2.AsyncClient(
+            headers=headers,
+            timeout=timeout or httpx2.Timeout(30, read=300),
+            auth=auth,
+            transport=transport,
+        )
 
     def _check_now(self) -> None:
         self._check.set()

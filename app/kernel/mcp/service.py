@@ -6,6 +6,10 @@ enabled server in the background; `stop` closes them all (their processes end). 
 stores a new configuration only when all of it is valid, then restarts the servers whose
 definition changed (the others keep running) and stops the removed ones.
 
+Resources, prompts and their listings are answered with their text capped at `MAX_OUTPUT`
+characters with a mark (`common.capped_value`), for the routes (the client may store what it
+gets) and the model's tools alike; a plugin's server over HTTP is address-guarded (`netguard`).
+
 Errors: `McpUpdateFailed` 400 (`app.kernel.mcp.config`); `McpRequestFailed` 502 with Foya's
 code of the route (`mcp_resources_failed`, `mcp_resource_read_failed`, `mcp_prompts_failed`,
 `mcp_prompt_get_failed`, `mcp_registry_failed`) when a server is not connected, fails or does
@@ -26,7 +30,7 @@ from pydantic import BaseModel
 from app.errors import BadRequest, FoyaError, NotFound
 from app.kernel.lifecycle import cancel_and_wait
 from app.kernel.mcp import store
-from app.kernel.mcp.common import NotConnected, Timeouts
+from app.kernel.mcp.common import NotConnected, Timeouts, capped_value
 from app.kernel.mcp.config import McpConfig, ServerConfig, merged, public
 from app.kernel.mcp.tools import ServerTool, tool_name
 from app.tools import Tool
@@ -35,6 +39,7 @@ if TYPE_CHECKING:  # the SDK is imported once it is needed (app.kernel.mcp.commo
     from mcp import Client
 
     from app.kernel.mcp.link import Link
+    from app.kernel.web.fetch import Fetcher
 
 #: Fields of the newer protocol's results that Foya's answers do not have.
 _DROPPED = ("resultType", "ttlMs", "cacheScope", "nextCursor")
@@ -65,8 +70,13 @@ class McpService:
         timeouts: Timeouts,
         registry_url: str,
         tools: dict[str, Tool],
+        allow_hosts: str = "",
+        *,
+        fetcher: Callable[[], Fetcher],
     ) -> None:
         self.root = root
+        self.fetcher = fetcher  # the registry is fetched through web_fetch's guard
+        self.allow_hosts = allow_hosts  # FOYA_WEB_FETCH_ALLOW_HOSTS, for plugins' servers
         self.timeouts = timeouts
         self.registry_url = registry_url
         self.tools = tools
@@ -177,35 +187,36 @@ class McpService:
         from app.kernel.mcp.link import resources
 
         found = await self._ask(server_id, resources, "mcp_resources_failed")
-        return [_dump(r) for r in found]
+        return list(capped_value([_dump(r) for r in found]))
 
     async def read_resource(self, server_id: str, uri: str) -> dict[str, Any]:
         if not uri:
             raise BadRequest("uri is required")
         read: Callable[[Client], Awaitable[Any]] = lambda c: c.read_resource(uri)  # noqa: E731
-        return _dump(await self._ask(server_id, read, "mcp_resource_read_failed"))
+        return dict(
+            capped_value(_dump(await self._ask(server_id, read, "mcp_resource_read_failed")))
+        )
 
     async def prompts(self, server_id: str) -> list[dict[str, Any]]:
         from app.kernel.mcp.link import prompts
 
         found = await self._ask(server_id, prompts, "mcp_prompts_failed")
-        return [_dump(p) for p in found]
+        return list(capped_value([_dump(p) for p in found]))
 
     async def get_prompt(self, server_id: str, name: str, args: dict[str, str]) -> dict[str, Any]:
         if not name:
             raise BadRequest("name is required")
         get: Callable[[Client], Awaitable[Any]] = lambda c: c.get_prompt(name, args)  # noqa: E731
-        return _dump(await self._ask(server_id, get, "mcp_prompt_get_failed"))
+        return dict(capped_value(_dump(await self._ask(server_id, get, "mcp_prompt_get_failed"))))
 
     async def registry(self, query: str) -> list[dict[str, Any]]:
         """`GET /mcp/registry`: servers of the public MCP registry, as installable configs."""
-        import httpx
-
         from app.kernel.mcp.registry import registry_servers
+        from app.kernel.web.errors import FetchError
 
         try:
-            return await registry_servers(self.registry_url, query)
-        except (httpx.HTTPError, ValueError) as exc:
+            return await registry_servers(self.fetcher(), self.registry_url, query)
+        except (FetchError, ValueError) as exc:
             raise McpRequestFailed(
                 f"query MCP registry: {exc}", code="mcp_registry_failed"
             ) from None
@@ -222,8 +233,12 @@ class McpService:
 
     def _start(self, server: ServerConfig) -> None:
         from app.kernel.mcp.link import Link
+        from app.kernel.web.guard import AllowList
 
-        link = Link(server, self.timeouts, self._sync)
+        # A plugin's server is not the user's say-so: over HTTP it gets web_fetch's address rule.
+        plugin = any(s is server for s in self.plugin_servers)
+        guard = AllowList.parse(self.allow_hosts) if plugin else None
+        link = Link(server, self.timeouts, self._sync, guard)
         self.links[server.id] = link
         link.start()
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from app.kernel.approvals import Ask
-from app.kernel.mcp.common import NotConnected
+from app.kernel.mcp.common import NotConnected, capped
 from app.kernel.mcp.config import name_prefix
 from app.kernel.tooling import ToolRunner, exposure
 from app.tools import ToolError, ToolResult
@@ -34,7 +34,6 @@ if TYPE_CHECKING:
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
 MAX_NAME = 64
-MAX_OUTPUT = 200_000
 SEARCH_LIMIT, SEARCH_MAX = 8, 20
 
 
@@ -59,7 +58,7 @@ class ServerTool:
         self.server_id = server_id
         self.remote = remote.name
         self.name = tool_name(server_id, remote.name)
-        self.description = remote.description or ""
+        self.description = capped(remote.description or "")  # sent with every request
         schema = dict(remote.input_schema or {})
         self.parameters = schema if schema.get("type") == "object" else {"type": "object"}
         self.exposure = exposure
@@ -109,10 +108,7 @@ def _text(result: types.CallToolResult) -> str:
     if result.structured_content is not None and not parts:
         # Servers also send it as text (the spec asks them to): only then is it needed here.
         parts.append(json.dumps(result.structured_content, ensure_ascii=False))
-    text = "\n".join(parts) or "(no output)"
-    if len(text) > MAX_OUTPUT:
-        text = text[:MAX_OUTPUT] + f"\n[output cut at {MAX_OUTPUT} characters]"
-    return text
+    return capped("\n".join(parts) or "(no output)")
 
 
 SERVER_ID = {"type": "string", "description": "Configured MCP server id"}
@@ -155,7 +151,9 @@ class _Control:
             raise
         except Exception as exc:
             raise ToolError(str(exc)) from None
-        return ToolResult(json.dumps(value, ensure_ascii=False))
+        # The service caps the answer's strings (`capped_value`); escaping can still make the
+        # JSON longer, so the text the model gets is capped as well.
+        return ToolResult(capped(json.dumps(value, ensure_ascii=False)))
 
 
 def control_tools(service: McpService) -> list[_Control]:
