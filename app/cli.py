@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 
 from app.errors import ConfigError, FoyaError
-from app.ops import client_cli, context_cli, mcp_cli, transfer_cli
+from app.ops import client_cli, context_cli, mcp_cli, transfer_cli, trust_cli
 from app.ops.client_cli import DataDirOpt, env, fail
 from app.ops.progress import Progress
 from app.ops.websearch_cli import web_search_cli
@@ -45,6 +45,16 @@ tls_cli = typer.Typer(
 cli.add_typer(tls_cli, name="tls")
 
 T = TypeVar("T")
+# What to do instead of `--replicate URL-with-a-password` (app.ops.secretargs).
+REPLICA_INSTEAD = (
+    "set FOYA_REPLICA_URL to the URL instead (a process's environment is its user's only), "
+    "or authenticate with a key: FOYA_REPLICA_SFTP_KEY for sftp, AWS_ACCESS_KEY_ID and "
+    "AWS_SECRET_ACCESS_KEY for s3"
+)
+RESTORE_INSTEAD = (
+    "give `--from-replica -` and the URL on stdin, or authenticate with a key "
+    "(FOYA_REPLICA_SFTP_KEY for sftp, AWS_* variables for s3)"
+)
 
 
 def build_settings(**flags: Any) -> Settings:
@@ -141,7 +151,8 @@ def serve(
             metavar="URL",
             help=env(
                 "Replicate the database and files continuously with Litestream to URL "
-                "(file:///path, sftp://user@host/path, s3://bucket/prefix).",
+                "(file:///path, sftp://user@host/path, s3://bucket/prefix); a URL with a "
+                "password only in FOYA_REPLICA_URL.",
                 "FOYA_REPLICA_URL",
             ),
         ),
@@ -160,6 +171,9 @@ def serve(
     TCP needs a token digest and either TLS (--tls-cert and --tls-key) or, behind a TLS
     proxy, --allow-plaintext.
     """
+    from app.ops.secretargs import check_url
+
+    check_url(replicate, "--replicate", REPLICA_INSTEAD)
     settings = build_settings(
         listen_addr=listen,
         socket_path=socket,
@@ -211,6 +225,7 @@ cli.add_typer(context_cli.rules_cli, name="rules")
 cli.add_typer(context_cli.memory_cli, name="memory")
 cli.add_typer(context_cli.skills_cli, name="skills")
 cli.add_typer(mcp_cli.mcp_cli, name="mcp")
+cli.add_typer(trust_cli.projects_cli, name="projects")
 cli.add_typer(web_search_cli, name="web-search")
 
 
@@ -312,17 +327,23 @@ def tls_self_signed(
 def check(
     data_dir: DataDirOpt = None,
     repair: Annotated[
-        bool, typer.Option("--repair", help="Rewrite projections from the event log.")
+        bool,
+        typer.Option(
+            "--repair", help="Rewrite projections from the event log; remove the orphans."
+        ),
     ] = False,
 ) -> None:
-    """Rebuild every projection from the event log and compare.
+    """Rebuild each projection from the event log; list orphan files.
 
-    Exit 1 on any difference. Run --repair with the kernel stopped.
+    Orphans are directories nothing owns (a deleted or never-stored session's artifacts or
+    workspace, a removed canvas's assets) and staging a crash left. Exit 1 on any difference
+    or orphan. Run --repair with the kernel stopped.
     """
     import contextlib
 
     from app.files import data_dir_lock
     from app.store import DB_NAME
+    from app.store import orphans as orphan_files
     from app.store.check import check as run_check
 
     settings = build_settings(data_dir=data_dir)
@@ -334,18 +355,26 @@ def check(
         with data_dir_lock(settings.data_dir) if repair else contextlib.nullcontext():
             report = run_check(path, repair=repair)
             remaining = run_check(path).differences if report.repaired else report.differences
+            orphans = orphan_files.find(settings.data_dir, path, Path.home() / ".foya")
+            removed = orphan_files.remove(orphans) if repair else []
     except (ConfigError, FoyaError) as exc:
         fail(str(exc))
     for line in report.differences:
         typer.echo(line)
+    for orphan in orphans:
+        typer.echo(orphan.describe())
     summary = f"checked {report.events} events and {report.blobs} blob references: "
     summary += f"{len(report.differences)} difference(s)"
     if report.repaired:
         summary += f"; repaired, {len(remaining)} remain"
+    summary += f"; {len(orphans)} orphan(s)" + (f", {len(removed)} removed" if repair else "")
     typer.echo(summary, err=True)
     for line in remaining if report.repaired else ():
         typer.echo(f"remains: {line}")
-    if remaining:
+    left = [o for o in orphans if o not in removed]
+    for orphan in left if repair else ():
+        typer.echo(f"remains: {orphan.describe()}")
+    if remaining or left:
         raise typer.Exit(1)
 
 
@@ -389,7 +418,8 @@ def restore(
         typer.Option(
             "--from-replica",
             metavar="URL",
-            help="Restore from this replica instead of an archive.",
+            help="Restore from this replica instead of an archive (`-` reads the URL from "
+            "stdin: a URL with a password is refused here).",
         ),
     ] = None,
     timestamp: Annotated[
@@ -413,11 +443,16 @@ def restore(
     Verifies ARCHIVE (written by `foya backup`) or, with --from-replica URL, the replica
     `foya serve --replicate URL` keeps, and puts it in place. Stop the kernel first.
     """
+    from app.ops.secretargs import STDIN, check_url, read_stdin
+
+    check_url(from_replica, "--from-replica", RESTORE_INSTEAD)
     if (src is None) == (from_replica is None):
         fail("give either ARCHIVE (a file `foya backup` wrote) or --from-replica URL")
     if timestamp is not None and from_replica is None:
         fail("--timestamp needs --from-replica (an archive holds one point in time)")
     if from_replica is not None:
+        if from_replica == STDIN:
+            from_replica = read_stdin("--from-replica")
         _restore_replica(from_replica, data_dir, timestamp, dry_run=dry_run, replace=replace)
         return
     assert src is not None

@@ -53,6 +53,7 @@ from app.kernel.runner import Turns
 from app.kernel.sessions import Session, Sessions
 from app.kernel.streams import SessionStream
 from app.kernel.terminals import Terminals
+from app.kernel.trust import ProjectTrust
 from app.kernel.usercontext import ContextJournal, UserContext
 from app.kernel.usercontext.commands import Commands
 from app.kernel.usercontext.keeper import MemoryKeeper
@@ -60,11 +61,13 @@ from app.kernel.usercontext.prompt import PromptContext
 from app.kernel.usercontext.skills import Skills
 from app.kernel.usercontext.tools import context_tools
 from app.kernel.web import WebSearch, web_tools
+from app.kernel.web.guard import AllowList
 from app.kernel.workflows import Workflows, task_tools
 from app.kernel.workspace import Workspaces
 from app.metrics import Metrics, ReplicationStatus
 from app.providers.base import ProviderError
 from app.settings import Settings
+from app.staging import staging_root, sweep_staging
 from app.store import Store
 from app.tools import registry
 from app.tools.bash import bash_tools
@@ -122,7 +125,12 @@ class Kernel:
             home / ".foya", settings.data_dir, self.projects, self.context_journal
         )
         # Plugins under ~/.foya/plugins: their skills, commands and agents join the user's.
-        self.plugins = Plugins(home / ".foya", settings.data_dir, on_change=self._plugins_changed)
+        self.plugins = Plugins(
+            home / ".foya",
+            settings.data_dir,
+            on_change=self._plugins_changed,
+            allow=AllowList.parse(settings.web_fetch_allow_hosts),  # git remotes: web_fetch's rule
+        )
         # `required-tools` are checked against the tools turns offer (built below).
         self.skills = Skills(
             home,
@@ -138,7 +146,9 @@ class Kernel:
         protected = ProtectedPaths(settings.protected_paths, (self.sessions.workspaces,))
         self.prompt = PromptContext(self.user_context, self.skills)
         tools = registry(protected) | context_tools(self.prompt, self.user_context, self.projects)
-        self.hooks = Hooks(home / ".foya", self.sessions)
+        # A project's own executable configuration runs once the user trusts its content.
+        self.trust = ProjectTrust(settings.data_dir, self.projects, self.context_journal)
+        self.hooks = Hooks(home / ".foya", self.sessions, self.trust)
         self.memory_keeper = MemoryKeeper(
             settings.data_dir, self.store, self.connections, self.providers, self.user_context
         )
@@ -192,6 +202,8 @@ class Kernel:
             ),
             settings.mcp_registry_url,
             self.turns.tool_runner.tools,
+            settings.web_fetch_allow_hosts,
+            fetcher=lambda: self.web.fetcher,  # the registry goes through web_fetch's guard
         )
         self.turns.tool_runner.tools["tool_search"] = ToolSearch(self.turns.tool_runner)
         self.turns.tool_runner.tools.update((t.name, t) for t in control_tools(self.mcp))
@@ -244,7 +256,8 @@ class Kernel:
             self.user_context,
             self.connections,
             metrics,
-            settings.data_dir / "exports",
+            # Uploads are parsed in private folders under .staging, which a start sweeps.
+            staging_root(settings.data_dir),
         )
         self.exports = Exports(self.sessions, self.user_context, settings.data_dir / "exports")
         self.maintenance = Maintenance(self.store, self.sessions.remove_files)
@@ -267,6 +280,9 @@ class Kernel:
         if self._started:
             return
         self.settings.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        # What a crash left staging (an import's files, a plugin install's copy) is disposable.
+        sweep_staging(self.settings.data_dir)
+        self.plugins.sweep_staging()
         # Blocking, but nothing is served before start returns; a worker thread for it would
         # stay idle in the pool for good (resident memory).
         self.store.open()
@@ -397,6 +413,7 @@ class Kernel:
         for row in await self.store.list_sessions(project_id=project_id):
             await self.delete_session(row["id"])
         await self.projects.remove(project_id)
+        await self.trust.forget(project_id)
 
     async def delete_connection(self, connection_id: str) -> None:
         """Remove a connection; sessions using it keep their model but lose the connection."""

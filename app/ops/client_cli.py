@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from app.ops.rest import Target
 
 EXIT_CONFIG = 2
+# What to do instead of `--url https://user:PASSWORD@host` (app.ops.secretargs).
+URL_INSTEAD = "give the bearer token with --token-file FILE or FOYA_TOKEN; the URL holds none"
 
 
 def env(text: str, variable: str) -> str:
@@ -95,8 +97,10 @@ class Client:
     def target(self) -> Target:
         """Where the kernel is: --url, else the Unix socket (exit 2 on a bad flag)."""
         from app.ops.rest import Target, default_socket
+        from app.ops.secretargs import check_url
 
         url, socket, cacert = self.url, self.socket, self.cacert
+        check_url(url, "--url", URL_INSTEAD)
         if url is not None and socket is not None:
             fail("give either --socket or --url, not both")
         if url is None and (self.token_file is not None or cacert is not None):
@@ -375,10 +379,12 @@ def tunnel(
     tunnel drops, and prints `ready: URL` each time it is up. With --stop, stops the kernel
     a tunnel started there instead.
     """
+    from app.ops.secretargs import check_url
     from app.ops.tunnel.config import TunnelConfig
     from app.ops.tunnel.local import run as run_tunnel
     from app.ops.tunnel.local import stop_remote
 
+    check_url(destination, "DESTINATION", "ssh authenticates with a key or its agent")
     secret = read_token(token_file)
     if secret is None and not stop:
         fail("give the bearer token with --token-file or FOYA_TOKEN")

@@ -9,7 +9,9 @@ Credentials: S3 keys come from the standard AWS_* variables, which Litestream re
 authenticates with a key file (FOYA_REPLICA_SFTP_KEY, else `~/.ssh/id_ed25519` when present) and
 checks the server against FOYA_REPLICA_SFTP_HOST_KEY (Litestream accepts any host key without
 one, so we refuse to run without it). A password in an sftp URL works but lands in the
-generated config (mode 0600 in a 0700 directory): prefer a key. Logs show URLs via `redact`.
+generated config (mode 0600 in a 0700 directory): prefer a key. Such a URL is taken from
+FOYA_REPLICA_URL only, never from a flag (app.ops.secretargs), and Litestream is given the
+config file, never a URL, on its command line. Logs show URLs via `redact`.
 
 The config is JSON (a subset of YAML, so nothing needs quoting rules of its own), and Litestream
 runs with `-no-expand-env`: a `$` in a path stays a `$`.
@@ -26,6 +28,7 @@ from urllib.parse import SplitResult, urlsplit, urlunsplit
 
 from app.errors import ConfigError
 from app.files import write_json_atomic
+from app.ops.secretargs import mask_url
 from app.settings import Settings
 from app.store import DB_NAME
 from app.store.filesnap import FILES_DB
@@ -52,13 +55,15 @@ def parse_url(url: str, protected: tuple[Path, ...] = (), flag: str = _FLAG) -> 
         )
     if parts.scheme == "file":
         if parts.netloc not in ("", "localhost") or not parts.path.startswith("/"):
-            raise ConfigError(f"{flag}: a file replica is file:///absolute/path, got {url!r}")
+            raise ConfigError(
+                f"{flag}: a file replica is file:///absolute/path, got {redact(url)!r}"
+            )
         base = Path(os.path.normpath(parts.path))
         for inner in protected:
             if base == inner.resolve() or base.is_relative_to(inner.resolve()):
                 raise ConfigError(f"{flag}: the replica {base} must be outside {inner}")
     elif not parts.netloc:
-        raise ConfigError(f"{flag}: {parts.scheme} URL without a host or bucket: {url!r}")
+        raise ConfigError(f"{flag}: {parts.scheme} URL without a host or bucket: {redact(url)!r}")
     if parts.scheme == "sftp" and not parts.username:
         raise ConfigError(f"{flag}: an sftp URL names its user: sftp://user@host/path")
     return parts
@@ -75,12 +80,8 @@ def replica_urls(url: str) -> dict[str, str]:
 
 
 def redact(url: str) -> str:
-    """`url` without its password, for logs and messages."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.netloc.rpartition("@")[2]
-    return urlunsplit(parts._replace(netloc=f"{parts.username}:***@{host}"))
+    """`url` without its password (or a credential parameter's value), for logs and messages."""
+    return mask_url(url)
 
 
 def replica_options(url: str, settings: Settings) -> dict[str, Any]:

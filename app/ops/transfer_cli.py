@@ -20,6 +20,7 @@ from app.ops.client_cli import Client, client_flags, fail
 from app.ops.progress import Progress
 
 PASSPHRASE_ENV = "FOYA_IMPORT_PASSPHRASE"  # noqa: S105 (a variable name)
+PASSPHRASE_INSTEAD = f"give `--passphrase -` and type it on stdin, or set {PASSPHRASE_ENV}"
 
 
 def _refused(message: str) -> NoReturn:
@@ -57,8 +58,8 @@ def import_(
         typer.Option(
             "--passphrase",
             metavar="TEXT",
-            help=f"An encrypted ChatBuddy backup's passphrase; `-` reads it from stdin "
-            f"(also ${PASSPHRASE_ENV}).",
+            help=f"An encrypted ChatBuddy backup's passphrase: only `-`, which reads it "
+            f"from stdin (else ${PASSPHRASE_ENV}).",
         ),
     ] = None,
     with_keys: Annotated[
@@ -88,7 +89,10 @@ def import_(
         fail(f"SOURCE must be one of {', '.join(SOURCES)}")
     if not path.exists():
         fail(f"{path} does not exist")
-    if passphrase == "-":  # noqa: S105 (stdin, not a password)
+    from app.ops.secretargs import STDIN, check_literal
+
+    check_literal(passphrase, "--passphrase", PASSPHRASE_INSTEAD)
+    if passphrase == STDIN:
         passphrase = sys.stdin.readline().rstrip("\n")
     passphrase = passphrase or os.environ.get(PASSPHRASE_ENV) or None
     bundle = None

@@ -6,13 +6,14 @@ Like app.ops.context_cli, it takes the client flags of `foya sessions` and `--js
 text (or the kernel's JSON), and exits 0, 1 (the kernel answered an error) or 2 (no answer).
 `set-google` and `set-searxng` replace every provider with that one and make it the default, as
 Foya's `set-google` does. An API_KEY of `-` is read from stdin, which keeps it out of `ps` and
-the shell's history. `test` asks the default provider (DuckDuckGo when none is set) through
-`POST /web-search/test`, so it shows at most 3 results; `--provider ID` asks another one.
+the shell's history; a literal API_KEY is refused (app.ops.secretargs), so Foya's
+`set-google ID CX KEY` becomes `… set-google ID CX -` with the key on stdin. `test` asks the
+default provider (DuckDuckGo when none is set) through `POST /web-search/test`, so it shows at
+most 3 results; `--provider ID` asks another one.
 """
 
 from __future__ import annotations
 
-import sys
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -67,7 +68,9 @@ def test(
 def set_google(
     provider_id: Annotated[str, typer.Argument(metavar="ID")],
     cx: Annotated[str, typer.Argument(metavar="CX", help="The search engine id.")],
-    api_key: Annotated[str, typer.Argument(metavar="API_KEY", help="`-` reads it from stdin.")],
+    api_key: Annotated[
+        str, typer.Argument(metavar="API_KEY", help="Only `-`, which reads it from stdin.")
+    ],
     *,
     client: Client,
 ) -> None:
@@ -87,22 +90,28 @@ def set_google(
 @client_flags()
 def set_searxng(
     provider_id: Annotated[str, typer.Argument(metavar="ID")],
-    endpoint: Annotated[str, typer.Argument(metavar="ENDPOINT", help="The instance's URL.")],
+    endpoint: Annotated[
+        str,
+        typer.Argument(metavar="ENDPOINT", help="The instance's URL (`-` reads it from stdin)."),
+    ],
     *,
     client: Client,
 ) -> None:
     """Use a SearXNG instance (its JSON API), and only it."""
+    from app.ops.secretargs import STDIN, check_url, read_stdin
+
+    check_url(endpoint, "ENDPOINT", "give `-` and the URL on stdin")
+    if endpoint == STDIN:
+        endpoint = read_stdin("ENDPOINT")
     provider = {"id": provider_id, "kind": "searxng", "enabled": True, "endpoint": endpoint}
     client.run(_only(provider))
 
 
 def _key(value: str) -> str:
-    if value != "-":
-        return value
-    key = sys.stdin.readline().strip()
-    if not key:
-        fail("API_KEY `-`: no key on stdin")
-    return key
+    from app.ops.secretargs import check_literal, read_stdin
+
+    check_literal(value, "API_KEY", "give `-` and the key on stdin")
+    return read_stdin("API_KEY")
 
 
 def _show(rest: Rest, con: Console) -> int:
