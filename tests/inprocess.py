@@ -46,13 +46,17 @@ class InProcess:
 
 @contextlib.contextmanager
 def inprocess_kernel(
-    data_dir: Path, *, clock: Clock | None = None, fake: FakeProvider | None = None
+    data_dir: Path,
+    *,
+    clock: Clock | None = None,
+    fake: FakeProvider | None = None,
+    **settings: Any,
 ) -> Iterator[InProcess]:
     """A kernel on `data_dir` with the fake provider connected; shut down afterwards.
 
     `clock` drives the kernel's automations scheduler. `fake` is a provider the caller keeps
     running across kernels (one is started otherwise); a restart on the same `data_dir` then
-    finds the connection made before and uses it.
+    finds the connection made before and uses it. `settings` are further `Settings` fields.
     """
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, daemon=True)
@@ -61,7 +65,7 @@ def inprocess_kernel(
         with contextlib.ExitStack() as stack:
             if fake is None:
                 fake = stack.enter_context(FakeProvider.running())
-            kernel = Kernel(Settings(data_dir=data_dir), Metrics(), clock=clock)
+            kernel = Kernel(Settings(data_dir=data_dir, **settings), Metrics(), clock=clock)
             rig = InProcess(kernel, fake, loop)
             rig.run(rig.kernel.start())
             try:

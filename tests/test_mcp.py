@@ -61,7 +61,8 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.fixture
 def rig(home: Path, tmp_path: Path) -> Iterator[InProcess]:
-    with inprocess_kernel(tmp_path / "data") as rig:
+    # The fake registry is on loopback, behind the guarded fetcher (tests/test_guarded_fetch.py).
+    with inprocess_kernel(tmp_path / "data", web_fetch_allow_hosts="127.0.0.1") as rig:
         yield rig
 
 

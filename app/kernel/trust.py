@@ -41,9 +41,9 @@ import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, WithJsonSchema
 
 from app.errors import Conflict
 from app.files import write_json_atomic
@@ -69,7 +69,8 @@ class TrustChanged(Conflict):
 class Runnable(BaseModel):
     """One thing a project would run, and the file that says so."""
 
-    kind: Literal["hook"]
+    # An enum, not pydantic's `const`, in the schema: client generators read enums everywhere.
+    kind: Annotated[Literal["hook"], WithJsonSchema({"type": "string", "enum": ["hook"]})]
     file: str
     event: str
     command: str
