@@ -29,13 +29,13 @@ from fake_provider import BOUND, FakeProvider, answer, call, tools
 from helpers import (
     Launcher,
     base_env,
-    free_port,
     run_foya,
     short_tmpdir,
     threaded_server,
     wait_until,
 )
 from inprocess import InProcess, inprocess_kernel, tool_messages
+from mcp_helpers import http_mcp_server
 from streams_helpers import assert_error, unix_kernel
 
 from app import events as k
@@ -160,27 +160,8 @@ def test_a_denied_call_never_reaches_the_server(rig: InProcess) -> None:
 @pytest.fixture
 def http_server() -> Iterator[str]:
     """The test server over streamable HTTP on 127.0.0.1; its URL."""
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, str(SERVER), "http", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        url = f"http://127.0.0.1:{port}/mcp"
-
-        def up() -> bool:
-            try:
-                httpx.get(url, timeout=1)
-            except httpx.HTTPError:
-                return False
-            return True
-
-        wait_until(up, "the HTTP MCP server", BOUND)
+    with http_mcp_server() as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(BOUND)
 
 
 def test_streamable_http_server_with_a_bearer_token(rig: InProcess, http_server: str) -> None:

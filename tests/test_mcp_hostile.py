@@ -9,7 +9,6 @@ server over streamable HTTP on 127.0.0.1.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
@@ -19,8 +18,9 @@ from typing import Any
 import httpx
 import pytest
 from fake_provider import BOUND, Agent, FakeProvider, answer, call, connect, tools
-from helpers import Launcher, base_env, free_port, short_tmpdir, wait_until
+from helpers import Launcher, base_env, short_tmpdir, wait_until
 from inprocess import InProcess, inprocess_kernel
+from mcp_helpers import http_mcp_server
 from streams_helpers import unix_kernel
 
 from app.kernel.mcp import ServerConfig
@@ -160,27 +160,8 @@ def check_turn(agent: Agent, secrets: tuple[str, ...]) -> tuple[list[Any], list[
 @pytest.fixture
 def http_url() -> Iterator[str]:
     """The test MCP server over streamable HTTP on 127.0.0.1; its URL."""
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, str(SERVER), "http", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        url = f"http://127.0.0.1:{port}/mcp"
-
-        def up() -> bool:
-            try:
-                httpx.get(url, timeout=1)
-            except httpx.HTTPError:
-                return False
-            return True
-
-        wait_until(up, "the HTTP MCP server", BOUND)
+    with http_mcp_server() as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(BOUND)
 
 
 def remote(server_id: str, url: str) -> ServerConfig:
