@@ -543,6 +543,7 @@ CHAT_MESSAGE = obj(
     turn_completed_at=opt(STR),
     turn_status=opt(TURN_STATUS),
     turn_reason=opt(STR),
+    error=opt(BOOL),
 )
 
 SKILL = obj(
@@ -609,6 +610,24 @@ AGENT_RUN = obj(
     started_at=opt(STR),
     completed_at=opt(STR),
 )
+# ToolCallView in full (`status` required): what Foya's history route sends, the view fields
+# already filled (normalizeHistory keeps them). `child_messages?: ChatMessage[]` is not checked.
+TOOL_CALL_VIEW = obj(
+    "ToolCallView",
+    id=STR,
+    name=STR,
+    input=STR,
+    status=TOOL_STATUS,
+    output=opt(STR),
+    child_session_id=opt(STR),
+    agent_ref=opt(STR),
+    agent_name=opt(STR),
+    agent_run=opt(AGENT_RUN),
+    diff=opt(STR),
+    attachments=opt(ArrayOf(ATTACHMENT)),
+)
+# ChatMessage as `GET /sessions/{id}/history` answers it: its tool_calls are ToolCallViews.
+HISTORY_CHAT_MESSAGE = extend(CHAT_MESSAGE, "ChatMessage", tool_calls=opt(ArrayOf(TOOL_CALL_VIEW)))
 AGENT_BUDGET = obj(
     "AgentBudget",
     root_session_id=STR,

@@ -3,7 +3,9 @@
 Through a real `foya serve` with the fake provider scripting text, tool calls and a manual
 approval, each answer and each SSE payload is checked for the fields the desktop reads, their
 JSON types and the values of their unions (a field without `?` is required; a union is the
-complete set). Where each shape comes from (`apps/desktop/src/` of Foya's repository):
+complete set). The shapes and their checker are tests/desktop_shapes.py's (also used by
+tests/test_desktop_contract.py). Where each shape comes from (`apps/desktop/src/` of Foya's
+repository):
 
 | shape / event                       | desktop source                                      |
 |-------------------------------------|-----------------------------------------------------|
@@ -17,10 +19,12 @@ complete set). Where each shape comes from (`apps/desktop/src/` of Foya's reposi
 | message_delta … error (session SSE) | stores/conversation.ts `handleEvent`                |
 | approval_request, approval_resolved | stores/interaction.ts; chat/ApprovalDialog.vue      |
 | tool_update `input` as JSON text    | chat/ToolActivityGroup.vue `formatInput`            |
+| SkillInfo, AgentInfo, CommandInfo   | lib/api.ts                                          |
+| UsageStatistics                     | lib/api.ts                                          |
 
-The last test seeds facts in the shape an older version stored (`tool_update` with `input` an
-object and status `pending`, a message with `turn_reason: null`) and checks that they replay
-and read back in the client's shape.
+`test_facts_stored_by_an_older_version_read_in_the_desktop_shape` seeds facts in the shape an
+older version stored (`tool_update` with `input` an object and status `pending`, a message with
+`turn_reason: null`) and checks that they replay and read back in the client's shape.
 """
 
 from __future__ import annotations
@@ -28,12 +32,33 @@ from __future__ import annotations
 import json
 import shutil
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from desktop_shapes import (
+    AGENT,
+    COMMAND,
+    CONTEXT_USAGE,
+    FILE_REVIEW,
+    HISTORY_CHAT_MESSAGE,
+    KERNEL_EVENT,
+    NUM,
+    PROJECT,
+    REWIND_RESULT,
+    SESSION,
+    SESSION_EVENT_PAYLOADS,
+    SKILL,
+    SUBMIT_TURN_RESULT,
+    TOOL_UPDATE,
+    USAGE_STATISTICS,
+    ArrayOf,
+    Nullable,
+    Type,
+    check,
+)
 from fake_provider import (
     READ_TIMEOUT,
     Agent,
@@ -54,199 +79,27 @@ from app.store import Store
 
 # ------------------------------------------------------------------ the TypeScript contract
 
-Check = Callable[[Any, str], None]
 
-
-def kind(name: str, test: Callable[[Any], bool]) -> Check:
-    def check(value: Any, where: str) -> None:
-        assert test(value), f"{where}: {name} expected, got {value!r}"
-
-    return check
-
-
-STR = kind("string", lambda v: isinstance(v, str))
-NUM = kind("number", lambda v: isinstance(v, int | float) and not isinstance(v, bool))
-BOOL = kind("boolean", lambda v: isinstance(v, bool))
-ANY = kind("any value", lambda v: True)
-
-
-def one_of(*values: str) -> Check:
-    return kind(f"one of {values}", lambda v: v in values)
-
-
-def array(item: Check) -> Check:
-    def check(value: Any, where: str) -> None:
-        assert isinstance(value, list), f"{where}: array expected, got {value!r}"
-        for n, one in enumerate(value):
-            item(one, f"{where}[{n}]")
-
-    return check
-
-
-def obj(**fields: Check) -> Check:
-    """An interface: `name_` (trailing underscore) is an optional field `name?`."""
-    required = {k: c for k, c in fields.items() if not k.endswith("_")}
-    optional = {k[:-1]: c for k, c in fields.items() if k.endswith("_")}
-
-    def check(value: Any, where: str) -> None:
-        assert isinstance(value, dict), f"{where}: object expected, got {value!r}"
-        for name, inner in required.items():
-            assert name in value, f"{where}: required field {name!r} missing in {value!r}"
-            inner(value[name], f"{where}.{name}")
-        for name, inner in optional.items():
-            if name in value:
-                # An optional field is absent or of its type: JSON null is neither.
-                inner(value[name], f"{where}.{name}")
-
-    return check
-
-
-TOOL_STATUS = one_of("queued", "running", "done", "error")
-ATTACHMENT = obj(
-    id=STR, name=STR, kind=STR, media_type=STR, bytes=NUM, width_=NUM, height_=NUM, sha256_=STR
-)
-SESSION = obj(
-    id=STR,
-    parent_id_=STR,
-    agent_ref_=STR,
-    agent_name_=STR,
-    agent_digest_=STR,
-    phase=STR,
-    agent_mode_=one_of("execute", "plan", "plan_ready"),
-    connection_id=STR,
-    model=STR,
-    reasoning_effort_=one_of("", "low", "medium", "high"),
-    project_id_=STR,
-    approval_mode_=one_of("manual", "auto", "full_access"),
-    title_=STR,
-    title_is_manual_=BOOL,
-    pinned_=BOOL,
-    pinned_at_=STR,
-    tasks_=array(obj(content=STR, status=one_of("pending", "in_progress", "completed"))),
-    created_at=STR,
-    updated_at=STR,
-)
-TOOL_CALL_VIEW = obj(
-    id=STR,
-    name=STR,
-    input=STR,
-    status=TOOL_STATUS,
-    output_=STR,
-    diff_=STR,
-    attachments_=array(ATTACHMENT),
-)
-TURN_STATUS = one_of("completed", "failed", "cancelled")
-CHAT_FIELDS: dict[str, Check] = {
-    "role": one_of("user", "assistant", "system", "tool"),
-    "content": STR,
-    "command_": STR,
-    "skill_ref_": STR,
-    "attachments_": array(ATTACHMENT),
-    "event_seq_": NUM,
-    "reasoning_": STR,
-    "tool_call_id_": STR,
-    "diff_": STR,
-    "turn_started_at_": STR,
-    "turn_completed_at_": STR,
-    "turn_status_": TURN_STATUS,
-    "turn_reason_": STR,
-    "error_": BOOL,
-}
-CHAT_MESSAGE = obj(**CHAT_FIELDS, tool_calls_=array(TOOL_CALL_VIEW))
-# `message_end` carries the stored message: the desktop reads no field of its calls but their
-# presence (its tool cards come from tool_begin/tool_update/tool_end), as Foya sends them.
-MESSAGE_END = obj(**CHAT_FIELDS, tool_calls_=array(obj(id=STR, name=STR)))
-QUEUED = obj(
-    id=STR,
-    session_id=STR,
-    text=STR,
-    skill_ref_=STR,
-    attachments_=array(ATTACHMENT),
-    browser_elements_=array(ANY),
-    position=NUM,
-    created_at=STR,
-    updated_at=STR,
-)
-SUBMITTED = obj(run_id_=STR, status=one_of("started", "queued"), queued_=QUEUED)
-REWIND_FILE = obj(
-    key=STR,
-    path=STR,
-    status=one_of("ready", "mergeable", "modified"),
-    additions=NUM,
-    deletions=NUM,
-    diff=STR,
-)
-REWIND_RESULT = obj(
-    status=one_of("rewound", "confirmation_required"),
-    message=STR,
-    files_=array(REWIND_FILE),
-    file_state_token=STR,
-    head_seq=NUM,
-)
-FILE_REVIEW = obj(files=array(REWIND_FILE), file_state_token=STR, through_seq=NUM)
-USAGE = obj(model=STR, input_tokens=NUM, output_tokens=NUM, total_tokens=NUM, cached_tokens=NUM)
-PROJECT = obj(
-    id=STR,
-    name=STR,
-    path=STR,
-    available=BOOL,
-    pinned_=BOOL,
-    pinned_at_=STR,
-    created_at=STR,
-    updated_at=STR,
-)
-APPROVAL = obj(
-    id=STR,
-    session=STR,
-    execution_session_=STR,
-    tool_name=STR,
-    action=STR,
-    detail=STR,
-    resource_=STR,
-    scope_=STR,
-)
-#: Each session-stream kind conversation.ts handles that these turns produce: its payload.
-EVENTS: dict[str, Check] = {
-    "message_delta": STR,
-    "reasoning_delta": STR,
-    "message_end": MESSAGE_END,
-    "message_imported": MESSAGE_END,
-    "history_rewound": obj(target_user_seq=NUM),
-    "tool_begin": obj(id=STR, name=STR, input_=STR, status_=TOOL_STATUS),
-    "tool_update": obj(
-        id=STR,
-        name=STR,
-        input_=STR,
-        status_=TOOL_STATUS,
-        output_=STR,
-        is_error_=BOOL,
-        diff_=STR,
-        attachments_=array(ATTACHMENT),
-    ),
-    "tool_end": obj(
-        id=STR, name=STR, output=STR, is_error_=BOOL, diff_=STR, attachments_=array(ATTACHMENT)
-    ),
-    "approval_request": APPROVAL,
-    "approval_resolved": obj(id=STR),
-    "turn_started": obj(started_at_=STR),
-    "turn_complete": obj(started_at_=STR, completed_at_=STR, status_=TURN_STATUS, reason_=STR),
-    "queue_updated": obj(items_=array(QUEUED)),
-    "usage_updated": USAGE,
-    "session_updated": SESSION,
-    "error": STR,
-}
+def conforms(shape: Type, value: Any, where: str) -> None:
+    """Assert that `value` has `shape` (tests/desktop_shapes.py), naming every difference."""
+    problems = check(shape, value)
+    assert not problems, f"{where}:\n  " + "\n  ".join(problems)
 
 
 def check_frames(frames: list[Frame]) -> set[str]:
-    """Check every frame's envelope and (for a kind the desktop handles) its payload; the
-    kinds seen."""
-    envelope = obj(seq=NUM, kind=STR, session=STR, time=STR, payload_=ANY)
+    """Check every frame's envelope (`KernelEvent`) and, for a kind the stores handle, its
+    payload; the kinds seen. `turn_started` and `turn_complete` the store also takes as `null`:
+    Foya sends the object, checked as such."""
     seen = set()
     for frame in frames:
-        envelope(frame.data, f"frame {frame.event}")
+        conforms(KERNEL_EVENT, frame.data, f"frame {frame.event}")
         assert frame.data["kind"] == frame.event
-        if frame.event in EVENTS:
-            EVENTS[frame.event](frame.data.get("payload"), f"{frame.event}.payload")
+        if frame.event in SESSION_EVENT_PAYLOADS:
+            shape = SESSION_EVENT_PAYLOADS[frame.event]
+            if isinstance(shape, Nullable):
+                shape = shape.inner
+            if shape is not None:
+                conforms(shape, frame.data.get("payload"), f"{frame.event}.payload")
             seen.add(frame.event)
     return seen
 
@@ -283,8 +136,8 @@ async def _legacy(store: Store) -> None:
             {"role": "assistant", "content": "Done.", "turn_status": "failed", "turn_reason": None},
         ),
     ]
-    for kind_, payload in facts:
-        await store.append(EventDraft(LEGACY, kind_, payload))
+    for kind, payload in facts:
+        await store.append(EventDraft(LEGACY, kind, payload))
 
 
 @pytest.fixture(scope="module")
@@ -306,18 +159,18 @@ def agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Agent]:
 
 def test_a_tool_turn_and_its_history_have_the_desktop_shapes(agent: Agent) -> None:
     s = agent.session()
-    SESSION(s.row, "PATCH /sessions/{id}")
+    conforms(SESSION, s.row, "PATCH /sessions/{id}")
     gate = agent.fake.gate()
     write = call("w", "write", {"path": "notes.txt", "content": "one\ntwo\n"})
     bash = call("b", "bash", {"command": "cat notes.txt"})
     s.push([wait(gate), *tools(write, bash, before="Writing.")], answer("All done."))
     with s.events() as events:
         started = s.submit("write it")
-        SUBMITTED(started, "POST /turns (started)")
+        conforms(SUBMIT_TURN_RESULT, started, "POST /turns (started)")
         assert started["status"] == "started"
         events.until_kind("turn_started")
         queued = s.submit("and then this")  # the turn is busy: queued
-        SUBMITTED(queued, "POST /turns (queued)")
+        conforms(SUBMIT_TURN_RESULT, queued, "POST /turns (queued)")
         assert queued["status"] == "queued" and queued["queued"]["text"] == "and then this"
         events.until_kind("queue_updated")
         assert s.client.delete(f"/sessions/{s.id}/queue/{queued['queued']['id']}").is_success
@@ -338,16 +191,17 @@ def test_a_tool_turn_and_its_history_have_the_desktop_shapes(agent: Agent) -> No
     assert all(e["input"] == "" for e in payloads(frames, "tool_begin"))
 
     history = s.history()
-    array(CHAT_MESSAGE)(history, "GET /history")
+    conforms(ArrayOf(HISTORY_CHAT_MESSAGE), history, "GET /history")
     views = [c for m in history for c in m.get("tool_calls", ())]
     assert [(c["id"], arguments(c), c["status"]) for c in views] == [
         ("w", write.arguments, "done"),
         ("b", bash.arguments, "done"),
     ]
-    USAGE(s.client.get(f"/sessions/{s.id}/usage").json(), "GET /usage")
-    FILE_REVIEW(s.client.get(f"/sessions/{s.id}/file-review").json(), "GET /file-review")
+    conforms(CONTEXT_USAGE, s.client.get(f"/sessions/{s.id}/usage").json(), "GET /usage")
+    review = s.client.get(f"/sessions/{s.id}/file-review").json()
+    conforms(FILE_REVIEW, review, "GET /file-review")
     listed = s.client.get("/sessions").json()
-    array(SESSION)(listed, "GET /sessions")
+    conforms(ArrayOf(SESSION), listed, "GET /sessions")
 
 
 def test_a_manual_approval_request_carries_the_arguments(agent: Agent) -> None:
@@ -379,14 +233,14 @@ def test_projects_say_whether_their_directory_is_there(agent: Agent, tmp_path: P
     folder.mkdir()
     created = agent.client.post("/projects", json={"path": str(folder), "name": "Here"})
     assert created.status_code == 201, created.text
-    PROJECT(created.json(), "POST /projects")
+    conforms(PROJECT, created.json(), "POST /projects")
     project = created.json()
     assert project["available"] is True
 
     def listed() -> dict[str, Any]:
         response = agent.client.get("/projects")
         assert response.status_code == 200, response.text
-        array(PROJECT)(response.json(), "GET /projects")
+        conforms(ArrayOf(PROJECT), response.json(), "GET /projects")
         return next(p for p in response.json() if p["id"] == project["id"])
 
     assert listed()["available"] is True
@@ -395,7 +249,7 @@ def test_projects_say_whether_their_directory_is_there(agent: Agent, tmp_path: P
     folder.write_text("a file now, not a directory\n")
     patched = agent.client.patch(f"/projects/{project['id']}", json={"pinned": True})
     assert patched.status_code == 200, patched.text
-    PROJECT(patched.json(), "PATCH /projects/{id}")
+    conforms(PROJECT, patched.json(), "PATCH /projects/{id}")
     assert patched.json()["available"] is False and patched.json()["pinned"] is True
     folder.unlink()
     folder.mkdir()
@@ -413,7 +267,7 @@ def test_a_confirmed_rewind_answers_the_desktop_result(agent: Agent) -> None:
     (seq,) = [m["event_seq"] for m in s.history() if m["role"] == "user"]
     url = f"/sessions/{s.id}/turns/{seq}/rewind"
     shown = s.client.post(url).json()
-    REWIND_RESULT(shown, "rewind preview")
+    conforms(REWIND_RESULT, shown, "rewind preview")
     assert shown["status"] == "confirmation_required" and shown["file_state_token"]
     body = {
         "confirm": True,
@@ -424,12 +278,16 @@ def test_a_confirmed_rewind_answers_the_desktop_result(agent: Agent) -> None:
         done = s.client.post(url, json=body)
         rewound = events.until_kind("history_rewound")
     assert done.status_code == 200, done.text
-    REWIND_RESULT(done.json(), "rewind confirmed")
+    conforms(REWIND_RESULT, done.json(), "rewind confirmed")
     assert done.json()["status"] == "rewound" and done.json()["message"] == "draft it"
     assert done.json()["file_state_token"] == ""  # as Foya: nothing left to confirm
     check_frames(rewound)
+    # `target_user_seq?` in the store's cast: Foya always sends it.
+    for event in payloads(rewound, "history_rewound"):
+        conforms(NUM, event.get("target_user_seq"), "history_rewound.target_user_seq")
     assert not (s.workspace / "draft.txt").exists()
-    FILE_REVIEW(s.client.get(f"/sessions/{s.id}/file-review").json(), "GET /file-review")
+    review = s.client.get(f"/sessions/{s.id}/file-review").json()
+    conforms(FILE_REVIEW, review, "GET /file-review")
 
 
 def test_facts_stored_by_an_older_version_read_in_the_desktop_shape(agent: Agent) -> None:
@@ -446,10 +304,10 @@ def test_facts_stored_by_an_older_version_read_in_the_desktop_shape(agent: Agent
                 if len(frames) == 6:
                     break
     (update,) = [f["payload"] for f in frames if f["kind"] == "tool_update"]
-    EVENTS["tool_update"](update, "legacy tool_update")
+    conforms(TOOL_UPDATE, update, "legacy tool_update")
     assert update["status"] == "queued" and json.loads(update["input"]) == LEGACY_ARGS
     history = agent.client.get(f"/sessions/{LEGACY}/history").json()
-    array(CHAT_MESSAGE)(history, "legacy history")
+    conforms(ArrayOf(HISTORY_CHAT_MESSAGE), history, "legacy history")
     (view,) = history[1]["tool_calls"]
     assert json.loads(view["input"]) == LEGACY_ARGS and view["status"] == "done"
     assert "turn_reason" not in history[-1] and history[-1]["turn_status"] == "failed"
@@ -463,63 +321,7 @@ def test_a_failed_turn_is_an_error_event_and_a_failed_completion(agent: Agent) -
         frames = events.until_kind("turn_complete")
     assert "error" in check_frames(frames)
     assert payloads(frames, "turn_complete")[-1]["status"] == "failed"
-    array(CHAT_MESSAGE)(s.history(), "GET /history after a failed turn")
-
-
-SKILL = obj(
-    ref=STR,
-    name=STR,
-    description_=STR,
-    scope=one_of("builtin", "plugin", "global", "user", "project"),
-    path_=STR,
-    root_=STR,
-    main_path_=STR,
-    enabled=BOOL,
-    pinned_=BOOL,
-    allowed_tools_=array(STR),
-    required_tools_=array(STR),
-    required_capabilities_=array(STR),
-    content_hash_=STR,
-)
-AGENT = obj(
-    ref=STR,
-    name=STR,
-    description=STR,
-    scope=one_of("builtin", "user", "project"),
-    path_=STR,
-    model_=STR,
-    tools_=array(STR),
-    max_turns_=NUM,
-    timeout_=STR,
-    digest=STR,
-)
-COMMAND = obj(
-    ref=STR,
-    name=STR,
-    description_=STR,
-    scope=one_of("builtin", "global", "project"),
-    project_id_=STR,
-    kind=one_of("prompt", "workflow"),
-    path_=STR,
-    body_=STR,
-    builtin_=BOOL,
-    updated_at_=STR,
-)
-USAGE_STATISTICS = obj(
-    range_days=kind("7 or 30", lambda v: v in (7, 30)),
-    total_tokens=NUM,
-    input_tokens=NUM,
-    output_tokens=NUM,
-    cached_tokens=NUM,
-    session_count=NUM,
-    message_count=NUM,
-    active_days=NUM,
-    current_streak=NUM,
-    most_used_model_=STR,
-    most_used_model_share=NUM,
-    activity=array(obj(date=STR, message_count=NUM, token_count=NUM)),
-    model_usage=array(obj(model=STR, token_count=NUM, request_count=NUM, share=NUM)),
-)
+    conforms(ArrayOf(HISTORY_CHAT_MESSAGE), s.history(), "GET /history after a failed turn")
 
 
 def test_catalogs_and_statistics_have_the_desktop_shapes(agent: Agent) -> None:
@@ -529,9 +331,9 @@ def test_catalogs_and_statistics_have_the_desktop_shapes(agent: Agent) -> None:
         return response.json()
 
     skills, agents = get("/skills"), get("/agents")
-    array(SKILL)(skills, "GET /skills")
-    array(AGENT)(agents, "GET /agents")
+    conforms(ArrayOf(SKILL), skills, "GET /skills")
+    conforms(ArrayOf(AGENT), agents, "GET /agents")
     assert agents, "the builtin agents are listed"
-    array(COMMAND)(get("/commands", scope="global"), "GET /commands")
+    conforms(ArrayOf(COMMAND), get("/commands", scope="global"), "GET /commands")
     for days in (7, 30):
-        USAGE_STATISTICS(get("/usage", days=days), f"GET /usage?days={days}")
+        conforms(USAGE_STATISTICS, get("/usage", days=days), f"GET /usage?days={days}")
