@@ -65,7 +65,9 @@ def fake() -> Iterator[FakeProvider]:
 
 
 @pytest.fixture
-def rig(tmp_path: Path, fake: FakeProvider) -> Iterator[InProcess]:
+def rig(tmp_path: Path, fake: FakeProvider, monkeypatch: pytest.MonkeyPatch) -> Iterator[InProcess]:
+    # A HOME of its own: the rules these tests plant in ~/.foya must not reach other tests.
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
     with inprocess_kernel(tmp_path / "data", fake=fake) as running:
         yield running
 

@@ -45,7 +45,9 @@ def fake() -> Iterator[FakeProvider]:
 
 
 @pytest.fixture
-def rig(tmp_path: Path, fake: FakeProvider) -> Iterator[InProcess]:
+def rig(tmp_path: Path, fake: FakeProvider, monkeypatch: pytest.MonkeyPatch) -> Iterator[InProcess]:
+    # A HOME of its own: global rules live in ~/.foya, and other tests of the worker write some.
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
     with inprocess_kernel(tmp_path / "data", fake=fake) as running:
         yield running
 
