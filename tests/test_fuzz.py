@@ -126,7 +126,7 @@ def api_schema(live: Live) -> Any:
             del document["paths"][path]
     schema = schemathesis.openapi.from_dict(document)
     schema.config.update(
-        base_url=live.url, headers={"Authorization": f"Bearer {TOKEN}"}, request_timeout=10
+        base_url=live.url, headers={"Authorization": f"Bearer {TOKEN}"}, request_timeout=30
     )
     confine_projects(schema, live.projects)
     return schema
