@@ -194,7 +194,9 @@ def serve(
         # v1 models (we have none): blocked, its check answers "not v1" (~10 ms, ~1.5 MiB).
         for legacy in ("rich", "pydantic.v1"):
             sys.modules.setdefault(legacy, None)  # type: ignore[arg-type]  # None blocks an import
-        from app import serve as server  # hypercorn and the app load only once settings pass
+        from app.serve import (
+            listeners as server,
+        )  # hypercorn and the app load only once settings pass
 
         if check:
             from app.ops.preflight import describe

@@ -48,7 +48,7 @@ class Settings(BaseSettings):
     log_format: Literal["auto", "json", "console"] = "auto"
     log_level: str = "info"  # one of LOG_LEVELS, any case
     min_free_disk_mb: int = 256
-    # Transport limits of `--listen` (app.admission, app.http.sse); see app.serve.
+    # Transport limits of `--listen` (app.serve.admission, app.http.sse); see app.serve.listeners.
     head_timeout: float = Field(10.0, gt=0, le=60)
     max_connections: int | None = Field(None, ge=1)
     max_streams_per_client: int = Field(64, ge=1)

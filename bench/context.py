@@ -15,7 +15,7 @@ time it takes is reported next to it.
    assistant tool call, its ~1.5 KB result and a ~600-character answer; ~6 MB of JSON), each
    with the accepted boundary a request covering all of them would have left. The "checkpoint"
    session also gets a valid checkpoint 52 messages before its end: a `compaction_completed`
-   whose payload is `app.kernel.compaction.checkpoint()` with the digest from
+   whose payload is `app.kernel.turns.compaction.checkpoint()` with the digest from
    `app.store.checkpoints.source_digest`. The "raw" session has none. The connection (to the
    fake below) is created with the real `Connections`, with a context window large enough that
    no step compacts: both cases then run the same turn.
@@ -26,7 +26,7 @@ time it takes is reported next to it.
    Median and p90 over `--iterations` runs after two warm-up runs. For comparison, the time to
    read only the messages after the checkpoint (`store.history(after_seq=through_seq)`) is shown.
 3. Turns, end to end. The real `python -m app serve` on a Unix socket, on the same directory,
-   against the fake OpenAI-compatible provider of `tests/fake_provider.py` (a hypercorn server
+   against the fake OpenAI-compatible provider of `tests/support/fake_provider.py` (a hypercorn server
    on 127.0.0.1 in this process, answering each step at once with "ok" and a usage chunk). Per
    session, two warm-up turns, then `--turns` turns: subscribe to the session's SSE stream,
    wait for `: ok`, POST the turn, read until `turn_complete`. Turn time = POST sent ->
@@ -53,10 +53,11 @@ import structlog
 
 from app import events as k
 from app.events import EventDraft
-from app.kernel import Kernel, compaction, context
+from app.kernel import Kernel
 from app.kernel.connections import Connections
 from app.kernel.ids import new_id
-from app.kernel.steps import Run
+from app.kernel.turns import compaction, context
+from app.kernel.turns.steps import Run
 from app.metrics import Metrics
 from app.settings import Settings
 from app.store import Store, checkpoints

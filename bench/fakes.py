@@ -17,7 +17,7 @@ _TESTS = os.path.join(ROOT, "tests")
 if _TESTS not in sys.path:
     sys.path.append(_TESTS)
 
-from fake_provider import (
+from support.fake_provider import (
     Chunk,
     FakeProvider,
     Recorded,

@@ -14,7 +14,7 @@ What it measures, all in one run so the ratios compare like with like:
    `GET /readyz` (Observe -> BearerAuth -> route -> readiness checks) and with `GET /healthz`
    (auth-exempt). The bare side is a FastAPI app with one route returning
    `PlainTextResponse("ok")`, served by hypercorn with the settings of
-   `app.serve.hypercorn_config()` (checked attribute by attribute at start). Every request
+   `app.serve.listeners.hypercorn_config()` (checked attribute by attribute at start). Every request
    carries the same bearer header, so request bytes differ only by path. The load generator is
    `wrk` (one thread) when installed, else an asyncio keep-alive client in its own process: a
    fixed number of persistent HTTP/1.1 connections, no pipelining. Each server process is pinned
@@ -84,8 +84,9 @@ TARGET_RSS_MB = 60.0  # foya serve idle, at most (MB = 10^6 bytes)
 TARGET_STARTUP_RATIO = 1.3  # full / bare, at most
 BUSY_CORES = 0.1  # other processes using more than this during load runs: say so
 
-# What `app.serve.hypercorn_config()` sets on a plain-TCP listener, besides `bind` and the two
-# loggers. `check_hypercorn_parity()` compares this with the real thing before anything runs.
+# What `app.serve.listeners.hypercorn_config()` sets on a plain-TCP listener, besides `bind` and
+# the two loggers. `check_hypercorn_parity()` compares this with the real thing before anything
+# runs.
 HYPERCORN_SETTINGS: dict[str, Any] = {
     "ssl_handshake_timeout": 10.0,
     "keep_alive_timeout": 120,
@@ -95,9 +96,10 @@ HYPERCORN_SETTINGS: dict[str, Any] = {
     "include_server_header": False,
 }
 
-# The bare side: one FastAPI route under hypercorn's in-process API, bound the way app.serve
-# binds (our own socket handed over as fd://N), stopped by SIGTERM through a shutdown trigger.
-# A `-c` script, so its startup and memory include nothing of this file or of `app`.
+# The bare side: one FastAPI route under hypercorn's in-process API, bound the way
+# app.serve.listeners binds (our own socket handed over as fd://N), stopped by SIGTERM through a
+# shutdown trigger. A `-c` script, so its startup and memory include nothing of this file or of
+# `app`.
 BARE_SERVER = r"""
 import asyncio, json, logging, signal, socket, sys
 from fastapi import FastAPI
@@ -471,10 +473,11 @@ def load_worker(spec_json: str) -> None:
 
 
 def check_hypercorn_parity() -> dict[str, Any]:
-    """Compare the bare side's hypercorn settings with `app.serve.hypercorn_config()`'s."""
+    """Compare the bare side's hypercorn settings with
+    `app.serve.listeners.hypercorn_config()`'s."""
     from hypercorn.config import Config
 
-    from app.serve import hypercorn_config
+    from app.serve.listeners import hypercorn_config
     from app.settings import ServePlan
 
     real = hypercorn_config(ServePlan("tcp", host=HOST, port=0))
@@ -690,7 +693,7 @@ def render(results: dict[str, Any]) -> str:
     lines = [
         f"Foya HTTP benchmark  ({meta['python']}, hypercorn {meta['hypercorn']}, "
         f"{meta['cpus']} CPUs, pinning: {meta['pinning']})",
-        f"hypercorn settings identical to app.serve.hypercorn_config(): "
+        f"hypercorn settings identical to app.serve.listeners.hypercorn_config(): "
         f"{results['hypercorn_parity']['identical']}",
         "",
         f"1. Throughput  ({tp['loadgen']}, {tp['connections']} keep-alive connections, "

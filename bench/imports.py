@@ -100,7 +100,7 @@ _TESTS = os.path.join(ROOT, "tests")
 if _TESTS not in sys.path:
     sys.path.append(_TESTS)
 
-from chatbuddy_fixtures import big_payload, v2_zip  # noqa: E402
+from support.chatbuddy_fixtures import big_payload, v2_zip  # noqa: E402
 
 T = TypeVar("T")
 

@@ -8,7 +8,7 @@ Run from the repository root:
     .venv/bin/python -m bench.mcp --quick    # fewer calls and starts (~15 s)
 
 Call overhead (in this process, one event loop): a kernel (`app.kernel.Kernel`, its own data dir
-and HOME) with one stdio server configured (tests/mcp_servers/server.py), and a direct SDK
+and HOME) with one stdio server configured (tests/support/mcp_servers/server.py), and a direct SDK
 `Client` to another process of the same server. Each round makes, in rotating order, one call of
 `echo` directly (`client.call_tool`), one through the kernel's tool (`ServerTool.run`: the
 approval check of a `full_access` session, the link's timeout scope, the result as text), and one
@@ -40,7 +40,7 @@ from mcp import Client, StdioServerParameters
 from bench.harness import ROOT, KernelProcess, Processes, say, workspace
 from bench.report import Row, at_most, finish, percentile, python, text
 
-SERVER = Path(ROOT) / "tests" / "mcp_servers" / "server.py"
+SERVER = Path(ROOT) / "tests" / "support" / "mcp_servers" / "server.py"
 TARGET_ADDED_MS = 5.0
 TARGET_START_RATIO = 1.2
 SERVERS = 5
@@ -59,9 +59,9 @@ async def calls(rounds: int, work: str) -> dict[str, Any]:
     """Per-round timings (ns) of a direct call, the kernel's tool run and a recorded step."""
     os.environ["HOME"] = os.path.join(work, "home")  # the kernel's ~/.foya
     from app.kernel import Kernel
-    from app.kernel.loopguard import LoopGuard
     from app.kernel.mcp import McpConfig
-    from app.kernel.steps import Run, emitter
+    from app.kernel.turns.loopguard import LoopGuard
+    from app.kernel.turns.steps import Run, emitter
     from app.metrics import Metrics
     from app.settings import Settings
     from app.tools.base import ToolContext

@@ -34,7 +34,7 @@ Target (issue): the rewind preview of a turn that changed 200 files of 50 KB eac
    Reported as preview / baseline.
 4. Hand-edited variant: one line of 40 edited files (20%) is changed on disk, at least 20
    lines away from the agent's edit, so a clean three-way merge exists and those files preview
-   as `mergeable` (`app.merge` runs). Timed like (2).
+   as `mergeable` (`app.text.merge` runs). Timed like (2).
 5. Storage: raw bytes of every before/after content the file changes reference (what storing
    each naively would take) vs `SUM(length(data)) FROM file_blobs` (gzip + dedupe), split into
    the dedupe ratio (unique raw / referenced raw) and the gzip ratio (stored / unique raw); and
@@ -79,7 +79,7 @@ from app.metrics import Metrics
 from app.settings import Settings
 from app.store import filechanges
 from app.store.filechanges import FileSpan
-from app.textdiff import unified
+from app.text.diff import unified
 from app.tools.base import Tool, ToolContext, ToolResult
 from app.tools.files import Delete, Edit, Write
 from bench.harness import Quiet, machine_busy, say, workspace
@@ -295,7 +295,7 @@ async def build(kernel: Kernel, cases: list[FileCase], workdir: Path) -> dict[st
             result: ToolResult = await TOOLS[c.kind].run(args, ctx)
             if result.is_error or result.file_change is None:
                 raise RuntimeError(f"{name} {c.rel}: {result.output}")
-            # As app.kernel.tooling.Tooling.run builds the tool's message_end.
+            # As app.kernel.turns.tooling.Tooling.run builds the tool's message_end.
             message: dict[str, Any] = {
                 "role": "tool",
                 "tool_call_id": cid,
@@ -743,7 +743,7 @@ def render(r: dict[str, Any]) -> str:
         row(f"preview, {hand['files']} files hand-edited", hand, _counts(hand["statuses"])),
         row("  filestate.plan, hand-edited", hand["plan"]),
         sub(
-            "classify (app.merge) / diff",
+            "classify (app.text.merge) / diff",
             hs["classify"] + hs["diff"],
             f"{hs['classify']:.1f} + {hs['diff']:.1f}",
         ),

@@ -7,7 +7,8 @@ Run from the repository root:
     .venv/bin/python -m bench.stream --quick    # fewer events, one round of each
 
 Two server processes, both real hypercorn on 127.0.0.1 with the config of
-`app.serve.hypercorn_config()` (the very function, on a socket from `app.serve.open_tcp()`), each
+`app.serve.listeners.hypercorn_config()` (the very function, on a socket from
+`app.serve.listeners.open_tcp()`), each
 running this module in a hidden `--serve` mode and taking commands as JSON lines on stdin:
 
 - kernel: `app.main.create_app(Settings(data_dir=tmp), token_sha256=None)` in-process (Observe
@@ -120,7 +121,7 @@ async def _serve_main(kind: str, data_dir: str) -> None:
 
     from hypercorn.asyncio import serve
 
-    from app.serve import hypercorn_config, open_tcp
+    from app.serve.listeners import hypercorn_config, open_tcp
     from app.settings import ServePlan
 
     # Control replies go to the original stdout; fd 1 (where app logs go) becomes stderr.
@@ -132,7 +133,9 @@ async def _serve_main(kind: str, data_dir: str) -> None:
     listener = open_tcp(plan)
     port = listener.sock.getsockname()[1]
     config = hypercorn_config(plan)
-    config.bind = [f"fd://{listener.sock.detach()}"]  # the socket app.serve.open_tcp() bound
+    config.bind = [
+        f"fd://{listener.sock.detach()}"
+    ]  # the socket app.serve.listeners.open_tcp() bound
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -9,7 +9,7 @@ Run from the repository root:
 Three processes besides this (orchestrating) one, all on 127.0.0.1 or a Unix socket:
 
 - fake provider: this module in a hidden `--fake` mode, running the tests' `FakeProvider`
-  (`tests/fake_provider.py`: raw ASGI under hypercorn on a free 127.0.0.1 port) with a
+  (`tests/support/fake_provider.py`: raw ASGI under hypercorn on a free 127.0.0.1 port) with a
   `respond` hook. `POST /v1/chat/completions` with `stream: true` answers with a role chunk, N
   `chat.completion.chunk` frames whose `delta.content` is `f"{i:05d} "` (6 characters), a finish
   chunk, a usage chunk and `data: [DONE]`, each frame its own `send()` (as a real provider

@@ -49,7 +49,7 @@ from app import events as k
 from app.events import EventDraft
 from app.kernel import Kernel
 from app.kernel.ids import new_id
-from app.kernel.steps import Run
+from app.kernel.turns.steps import Run
 from app.metrics import Metrics
 from app.settings import Settings
 from app.store import events as log

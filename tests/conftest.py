@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import (
+from support.helpers import (
     TOKEN_31,
     TOKEN_32,
     Fleet,

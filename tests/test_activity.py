@@ -1,11 +1,11 @@
-"""The session state machine (app.kernel.activity): work starts only from idle, a deletion
+"""The session state machine (app.kernel.turns.activity): work starts only from idle, a deletion
 outranks everything and nothing starts on a session being deleted."""
 
 from __future__ import annotations
 
 import pytest
 
-from app.kernel.activity import Activities, Activity, SessionBusy
+from app.kernel.turns.activity import Activities, Activity, SessionBusy
 from app.store.events import SessionNotFound
 
 WORK = (Activity.TURN, Activity.COMPACTION, Activity.EXCLUSIVE)

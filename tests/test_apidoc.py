@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import REPO, Launcher, short_tmpdir
-from streams_helpers import unix_kernel
+from support.helpers import REPO, Launcher, short_tmpdir
+from support.streams_helpers import unix_kernel
 
 REFERENCE = REPO / "docs" / "api.md"
 METHODS = ("get", "put", "post", "patch", "delete", "head", "options", "trace")

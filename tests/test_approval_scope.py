@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from fake_provider import Agent, agent_kernel, answer, call, kinds, only, tools
-from streams_helpers import assert_error, metric
+from support.fake_provider import Agent, agent_kernel, answer, call, kinds, only, tools
+from support.streams_helpers import assert_error, metric
 
 IGNORED = "foya_approval_decisions_ignored_total"
 

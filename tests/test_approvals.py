@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_provider import (
+from support.fake_provider import (
     Agent,
     Events,
     Session,
@@ -30,8 +30,8 @@ from fake_provider import (
     reply,
     tools,
 )
-from helpers import wait_until
-from streams_helpers import assert_error, metric
+from support.helpers import wait_until
+from support.streams_helpers import assert_error, metric
 
 IGNORED = "foya_approval_decisions_ignored_total"
 REQUEST_KEYS = {"id", "session", "tool_name", "action", "detail", "scope"}

@@ -23,10 +23,10 @@ from typing import Any
 import httpcore
 import httpx
 import pytest
-from fake_provider import Agent, Session, agent_kernel, answer, connect, only
-from helpers import wait_until
 from PIL import Image
-from streams_helpers import assert_error
+from support.fake_provider import Agent, Session, agent_kernel, answer, connect, only
+from support.helpers import wait_until
+from support.streams_helpers import assert_error
 
 MIB = 1024 * 1024
 IMMUTABLE = "private, max-age=31536000, immutable"

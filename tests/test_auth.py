@@ -9,7 +9,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from helpers import (
+from support.helpers import (
     SECURITY_HEADERS,
     TOKEN_31,
     TOKEN_32,

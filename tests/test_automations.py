@@ -24,10 +24,10 @@ from typing import Any
 
 import httpx
 import pytest
-from fake_provider import BOUND, FakeProvider, answer, call, connect, tools, wait
-from helpers import Launcher, short_tmpdir, wait_until
-from inprocess import InProcess, inprocess_kernel
-from streams_helpers import assert_error, unix_kernel
+from support.fake_provider import BOUND, FakeProvider, answer, call, connect, tools, wait
+from support.helpers import Launcher, short_tmpdir, wait_until
+from support.inprocess import InProcess, inprocess_kernel
+from support.streams_helpers import assert_error, unix_kernel
 
 from app.kernel.automations import AutomationInput
 from app.kernel.automations.errors import AutomationRunning, InvalidAutomation

@@ -23,20 +23,20 @@ from typing import Any, TypeVar
 
 import httpx
 import pytest
-from fake_provider import BOUND, FakeProvider, answer, call, connect, tools
-from helpers import Launcher, base_env, short_tmpdir, wait_until
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from inprocess import InProcess, inprocess_kernel
-from streams_helpers import assert_error, open_events, unix_kernel
+from support.fake_provider import BOUND, FakeProvider, answer, call, connect, tools
+from support.helpers import Launcher, base_env, short_tmpdir, wait_until
+from support.inprocess import InProcess, inprocess_kernel
+from support.streams_helpers import assert_error, open_events, unix_kernel
 
 from app import events as k
 from app.events import Event
 from app.kernel.background import CommandNotFound, SessionUnknown, commands
 from app.kernel.background.entry import Entry
 from app.kernel.emit import topic
-from app.kernel.inputs import TurnInput
-from app.kernel.runner import ToolNotRunning
+from app.kernel.turns.inputs import TurnInput
+from app.kernel.turns.runner import ToolNotRunning
 from app.tools.bash import TAIL_BYTES, TAIL_LINES, Stream
 
 T = TypeVar("T")

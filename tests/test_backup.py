@@ -43,10 +43,19 @@ from typing import Any
 
 import httpx
 import pytest
-from fake_provider import Agent, FakeProvider, answer, call, connect, foya_check, only
-from helpers import FOYA, REPO, Kernel, Launcher, base_env, run_foya, short_tmpdir, wait_until
 from PIL import Image
-from streams_helpers import Served, metric, seed_store, session_row, unix_kernel
+from support.fake_provider import Agent, FakeProvider, answer, call, connect, foya_check, only
+from support.helpers import (
+    FOYA,
+    REPO,
+    Kernel,
+    Launcher,
+    base_env,
+    run_foya,
+    short_tmpdir,
+    wait_until,
+)
+from support.streams_helpers import Served, metric, seed_store, session_row, unix_kernel
 
 from app.events import EventDraft
 from app.ops.backup import MANIFEST, WHOLE_FILE, backup

@@ -31,12 +31,12 @@ from typing import Any, Literal
 
 import httpx
 import pytest
-from fake_provider import API_KEY, Agent, agent_kernel
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
-from helpers import REPO
 from pydantic import BaseModel
-from streams_helpers import assert_error
+from support.fake_provider import API_KEY, Agent, agent_kernel
+from support.helpers import REPO
+from support.streams_helpers import assert_error
 
 from app.bodies import Lenient, Strict, policy_of
 from app.main import create_app

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from helpers import REPO, Kernel, Launcher, base_env, free_port, sha256_hex, short_tmpdir
-from streams_helpers import Served, assert_error, module_kernels, unix_kernel
+from support.helpers import REPO, Kernel, Launcher, base_env, free_port, sha256_hex, short_tmpdir
+from support.streams_helpers import Served, assert_error, module_kernels, unix_kernel
 
 from app.errors import InsufficientStorage
 from app.store.db import Database

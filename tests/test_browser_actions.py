@@ -18,17 +18,17 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from fake_provider import Agent, agent_kernel, answer, call, kinds, only, payloads, tools
-from inprocess import InProcess, inprocess_kernel
-from interactions_helpers import new_session, watch
 from PIL import Image
-from streams_helpers import assert_error
+from support.fake_provider import Agent, agent_kernel, answer, call, kinds, only, payloads, tools
+from support.inprocess import InProcess, inprocess_kernel
+from support.interactions_helpers import new_session, watch
+from support.streams_helpers import assert_error
 
 from app import events as k
 from app.errors import FoyaError
-from app.kernel.inputs import TurnInput
 from app.kernel.interactions.browser import ActionResult
 from app.kernel.interactions.browser_tool import NOTICE
+from app.kernel.turns.inputs import TurnInput
 
 SNAPSHOT = (
     '{"url":"`https://example.com/`","elements":[{"attrs":{"href":"`https://example.com/docs`"}}]}'

@@ -34,8 +34,8 @@ from typing import Any
 
 import httpx
 import pytest
-from fake_provider import FakeProvider, answer, connect, wait
-from helpers import (
+from support.fake_provider import FakeProvider, answer, connect, wait
+from support.helpers import (
     REPO,
     STOP_DEADLINE,
     UNAUTHORIZED,
@@ -47,7 +47,7 @@ from helpers import (
     sha256_hex,
     wait_until,
 )
-from streams_helpers import EventStream, Frame
+from support.streams_helpers import EventStream, Frame
 
 CADDYFILE = REPO / "Caddyfile"
 LOCAL_CADDYFILE = REPO / "deploy" / "Caddyfile.local"

@@ -1,6 +1,6 @@
 """Canvases (app.kernel.canvas, app.http.routes.canvas): documents, revision conflicts, the
 canvas event stream, assets and image generation, in a real `foya serve` with a HOME of its own
-and an image connection to the fake provider's images API (tests/fake_provider.py).
+and an image connection to the fake provider's images API (tests/support/fake_provider.py).
 
 Images are real PNGs made with Pillow. Generation is held at the fake (a gate) to look at the
 `running` state, to show that other requests are answered meanwhile, and to kill the kernel
@@ -27,11 +27,18 @@ from typing import Any
 
 import httpx
 import pytest
-from fake_provider import API_KEY, FakeProvider, http_error, image, wait
-from helpers import Launcher, base_env, short_tmpdir, wait_until
 from PIL import Image
 from prometheus_client.parser import text_string_to_metric_families
-from streams_helpers import SSE_HEADERS, EventStream, Frame, Served, assert_error, unix_kernel
+from support.fake_provider import API_KEY, FakeProvider, http_error, image, wait
+from support.helpers import Launcher, base_env, short_tmpdir, wait_until
+from support.streams_helpers import (
+    SSE_HEADERS,
+    EventStream,
+    Frame,
+    Served,
+    assert_error,
+    unix_kernel,
+)
 
 BOUND = 20.0  # seconds: upper bound on waits that must end, only to never hang
 ENVELOPE = {"seq", "kind", "session", "time", "payload"}

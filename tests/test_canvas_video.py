@@ -1,7 +1,7 @@
 """Canvas videos (issue 27 item 7): generation through a `video` connection's task API, video
 uploads streamed to disk, and assets served with byte ranges — in a real `foya serve` with a
 HOME of its own, against a fake provider of both of Foya's video protocols on loopback
-(tests/fake_video_provider.py).
+(tests/support/fake_video_provider.py).
 
 The kernel runs with `FOYA_WEB_FETCH_ALLOW_HOSTS=127.0.0.1`: the fake (on 127.0.0.1) may be
 downloaded from, any other private address may not, as for `web_fetch`.
@@ -23,11 +23,18 @@ from typing import Any
 
 import httpx
 import pytest
-from desktop_shapes import CANVAS_DOCUMENT, CANVAS_UPLOAD, check
-from fake_video_provider import API_KEY, MINIMAX_SUBMIT, SEEDANCE, FakeVideoProvider, Script, mp4
-from helpers import Launcher, base_env, short_tmpdir, wait_until
 from PIL import Image
-from streams_helpers import EventStream, Served, assert_error, unix_kernel
+from support.desktop_shapes import CANVAS_DOCUMENT, CANVAS_UPLOAD, check
+from support.fake_video_provider import (
+    API_KEY,
+    MINIMAX_SUBMIT,
+    SEEDANCE,
+    FakeVideoProvider,
+    Script,
+    mp4,
+)
+from support.helpers import Launcher, base_env, short_tmpdir, wait_until
+from support.streams_helpers import EventStream, Served, assert_error, unix_kernel
 
 BOUND = 20.0  # seconds: upper bound on waits that must end, only to never hang
 MIB = 1024 * 1024

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes
-from helpers import REPO, Launcher, TlsFiles, base_env, run_foya
+from support.helpers import REPO, Launcher, TlsFiles, base_env, run_foya
 
 from app import __version__
 

@@ -18,9 +18,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fake_provider import Agent, Session, agent_kernel
-from files_helpers import turn, write
-from helpers import (
+from support.fake_provider import Agent, Session, agent_kernel
+from support.files_helpers import turn, write
+from support.helpers import (
     FOYA,
     REPO,
     Fleet,

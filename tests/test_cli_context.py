@@ -16,8 +16,8 @@ from typing import Any
 
 import httpx
 import pytest
-from helpers import FOYA, REPO, Launcher, base_env, free_port, short_tmpdir
-from streams_helpers import Served, unix_kernel
+from support.helpers import FOYA, REPO, Launcher, base_env, free_port, short_tmpdir
+from support.streams_helpers import Served, unix_kernel
 
 from app.kernel.usercontext.files import ContextFiles
 from app.ops.context_commands import project_memory_file

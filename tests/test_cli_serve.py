@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers import (
+from support.helpers import (
     Launcher,
     TlsFiles,
     base_env,

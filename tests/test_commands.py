@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
-from fake_provider import (
+from support.fake_provider import (
     TERMINAL,
     Agent,
     FakeProvider,
@@ -27,8 +27,8 @@ from fake_provider import (
     usage,
     wait,
 )
-from helpers import Launcher, base_env, short_tmpdir
-from streams_helpers import assert_error, unix_kernel
+from support.helpers import Launcher, base_env, short_tmpdir
+from support.streams_helpers import assert_error, unix_kernel
 
 from app.kernel.usercontext.commands import expand
 

@@ -25,7 +25,7 @@ from typing import Any
 
 import httpx
 import pytest
-from fake_provider import (
+from support.fake_provider import (
     BOUND,
     Agent,
     FakeProvider,
@@ -47,12 +47,12 @@ from fake_provider import (
     usage,
     wait,
 )
-from helpers import Launcher, short_tmpdir, wait_until
-from streams_helpers import Frame, Served, assert_error, module_kernels, unix_kernel
+from support.helpers import Launcher, short_tmpdir, wait_until
+from support.streams_helpers import Frame, Served, assert_error, module_kernels, unix_kernel
 
 from app import events as k
-from app.kernel.compaction import SECTIONS, estimate_tokens
-from app.kernel.context import summary_message
+from app.kernel.turns.compaction import SECTIONS, estimate_tokens
+from app.kernel.turns.context import summary_message
 from app.store import Store
 
 SUMMARY = "## Goal\nShip the parser.\n## Progress\nTests pass.\n## Next Steps\nRelease."

@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
-from fake_provider import (
+from support.fake_provider import (
     API_KEY,
     Agent,
     Session,
@@ -26,8 +26,8 @@ from fake_provider import (
     only,
     payloads,
 )
-from helpers import Launcher, free_port
-from streams_helpers import assert_error, unix_kernel
+from support.helpers import Launcher, free_port
+from support.streams_helpers import assert_error, unix_kernel
 
 CONNECTION_KEYS = {
     "id",

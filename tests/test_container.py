@@ -32,7 +32,7 @@ from typing import Any
 
 import httpx
 import pytest
-from helpers import REPO, STOP_DEADLINE, free_port, sha256_hex, wait_until
+from support.helpers import REPO, STOP_DEADLINE, free_port, sha256_hex, wait_until
 
 DOCKERFILE = REPO / "Dockerfile"
 DOCKERIGNORE = REPO / ".dockerignore"

@@ -1,8 +1,9 @@
 """Unit tests of the context-management pure functions (reference §7 "Compaction").
 
-`app.kernel.compaction`: the token estimate, the output reserve and the budget, the compaction
+`app.kernel.turns.compaction`: the token estimate, the output reserve and the budget, the compaction
 plan (what a checkpoint covers; a tool call and its results are never split), the summary request,
-the checkpoint format, route keys and context windows. `app.kernel.context`: the model input built
+the checkpoint format, route keys and context windows. `app.kernel.turns.context`: the model input
+built
 from the stored history and a checkpoint. The last tests check, with the real `Store`, that a
 checkpoint built the way the Compactor builds it is one the store accepts, and that `build` with
 the store's own history and checkpoint gives the model exactly the summary plus the tail.
@@ -21,7 +22,7 @@ from hypothesis import strategies as st
 
 from app import events as k
 from app.events import EventDraft
-from app.kernel.compaction import (
+from app.kernel.turns.compaction import (
     DEFAULT_WINDOW,
     SECTIONS,
     checkpoint,
@@ -33,7 +34,7 @@ from app.kernel.compaction import (
     route_key,
     summary_request,
 )
-from app.kernel.context import build, summary_message, system_message, to_openai
+from app.kernel.turns.context import build, summary_message, system_message, to_openai
 from app.store import Store
 from app.store.checkpoints import CHECKPOINT_VERSION, is_valid
 

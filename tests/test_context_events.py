@@ -22,8 +22,15 @@ from typing import Any, TypeVar
 
 import httpx
 import pytest
-from helpers import Launcher, short_tmpdir
-from streams_helpers import SSE_HEADERS, EventStream, Frame, Served, assert_error, unix_kernel
+from support.helpers import Launcher, short_tmpdir
+from support.streams_helpers import (
+    SSE_HEADERS,
+    EventStream,
+    Frame,
+    Served,
+    assert_error,
+    unix_kernel,
+)
 
 from app.broker import Broker
 from app.kernel.usercontext.journal import FILE, TOPIC, ContextJournal

@@ -12,8 +12,8 @@ from typing import Any
 
 import httpx
 import pytest
-from helpers import Launcher, base_env, short_tmpdir
-from streams_helpers import Served, assert_error, unix_kernel
+from support.helpers import Launcher, base_env, short_tmpdir
+from support.streams_helpers import Served, assert_error, unix_kernel
 
 RULES = ("global", "project")
 

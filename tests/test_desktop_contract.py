@@ -4,10 +4,11 @@ desktop's TypeScript interface; and every SSE event kind the desktop's stores ha
 checked the same way.
 
 One real `foya serve` over TCP with a bearer token, as remote mode reaches it
-(tests/desktop_world.py sends each request as `src-tauri/src/kernel.rs` does), with the fake
+(tests/support/desktop_world.py sends each request as `src-tauri/src/kernel.rs` does), with the fake
 model provider scripting text, reasoning, tool calls and approvals, a fake MCP registry and a
-fake Bing on loopback, an MCP server over stdio (tests/mcp_servers/server.py), a plugin and a
-plugin marketplace in local directories. Shapes: tests/desktop_shapes.py.
+fake Bing on loopback, an MCP server over stdio (tests/support/mcp_servers/server.py), a plugin and
+a
+plugin marketplace in local directories. Shapes: tests/support/desktop_shapes.py.
 
 `CASES` is the table: the desktop file and function each request comes from, the request, the
 status Foya answers, and the interface the desktop casts the answer to. Cases run in table order
@@ -17,7 +18,7 @@ hide the next one.
 Offline stand-ins: a plugin marketplace is a local directory (the desktop's `source` is a path or
 git URL; a remote git host is out of reach here); the MCP registry is the loopback fake the kernel
 is pointed at (`FOYA_MCP_REGISTRY_URL`). Video generation posts to a `seedance` `video`
-connection on the fake video provider (tests/fake_video_provider.py).
+connection on the fake video provider (tests/support/fake_video_provider.py).
 
 Not served yet, so not in the table (a later issue): the channels — `list_channels`,
 `create_channel`, `update_channel`, `delete_channel`, `start_feishu_registration`,
@@ -45,7 +46,8 @@ from typing import Any
 
 import httpx
 import pytest
-from desktop_shapes import (
+from PIL import Image
+from support.desktop_shapes import (
     AGENT,
     AGENT_BUDGET,
     AGENT_LIMITS,
@@ -101,15 +103,14 @@ from desktop_shapes import (
     Type,
     check,
 )
-from desktop_world import Call, Stream, World, desktop_world, multipart
-from fake_provider import answer, call, http_error, image, reasoning, reply, tools, wait
-from fake_video_provider import API_KEY as VIDEO_KEY
-from fake_video_provider import FakeVideoProvider
-from fake_video_provider import Script as VideoScript
-from helpers import wait_until
-from PIL import Image
+from support.desktop_world import Call, Stream, World, desktop_world, multipart
+from support.fake_provider import answer, call, http_error, image, reasoning, reply, tools, wait
+from support.fake_video_provider import API_KEY as VIDEO_KEY
+from support.fake_video_provider import FakeVideoProvider
+from support.fake_video_provider import Script as VideoScript
+from support.helpers import wait_until
 
-MCP_SERVER = Path(__file__).parent / "mcp_servers" / "server.py"
+MCP_SERVER = Path(__file__).parent / "support" / "mcp_servers" / "server.py"
 PLAN_TEXT = "## Plan\n1. Create notes.txt\n2. Say done"
 Session = dict[str, Any]
 
@@ -1013,7 +1014,7 @@ def b_generate_video(w: World) -> Call:
         type="video",
         video_protocol="seedance",
         models=["vid-model"],
-        base_url=f"{video.base_url}/v1",  # the video fake (tests/fake_video_provider.py)
+        base_url=f"{video.base_url}/v1",  # the video fake (tests/support/fake_video_provider.py)
         api_key=VIDEO_KEY,
     )
     doc = generation_canvas(w, "video", conn["id"], "vid-model")

@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from fake_provider import API_KEY, Agent, agent_kernel
-from streams_helpers import assert_error
+from support.fake_provider import API_KEY, Agent, agent_kernel
+from support.streams_helpers import assert_error
 
 OTHER_KEY = "sk-other-" + "7" * 24
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from fake_provider import (
+from support.fake_provider import (
     Agent,
     FakeProvider,
     Session,
@@ -27,8 +27,8 @@ from fake_provider import (
     usage,
     wait,
 )
-from helpers import Launcher, short_tmpdir, wait_until
-from streams_helpers import Served, assert_error, unix_kernel
+from support.helpers import Launcher, short_tmpdir, wait_until
+from support.streams_helpers import Served, assert_error, unix_kernel
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
 

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from fake_provider import (
+from support.fake_provider import (
     API_KEY,
     Agent,
     Session,
@@ -25,8 +25,8 @@ from fake_provider import (
     payloads,
     text,
 )
-from helpers import free_port, wait_until
-from streams_helpers import assert_error
+from support.helpers import free_port, wait_until
+from support.streams_helpers import assert_error
 
 
 @pytest.fixture(scope="module")

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from helpers import short_tmpdir
-from streams_helpers import Served, assert_error, module_kernels
+from support.helpers import short_tmpdir
+from support.streams_helpers import Served, assert_error, module_kernels
 
 JSON = {"content-type": "application/json"}
 NOT_JSON = "request body must be JSON (Content-Type: application/json)"

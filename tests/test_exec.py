@@ -29,7 +29,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import (
+from hypercorn.asyncio import serve
+from hypercorn.config import Config
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+from support.helpers import (
     FOYA,
     REPO,
     Kernel,
@@ -43,12 +49,6 @@ from helpers import (
     wait_until,
     write_tls_pair,
 )
-from hypercorn.asyncio import serve
-from hypercorn.config import Config
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.routing import Route
 
 REPLY = "Hello from the fake model."
 THOUGHT = "thinking about greetings"

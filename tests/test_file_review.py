@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from fake_provider import Agent, Session, agent_kernel, answer, finish, foya_check, text
-from fake_provider import usage as usage_chunk
-from fake_provider import wait as wait_for
-from files_helpers import (
+from support.fake_provider import Agent, Session, agent_kernel, answer, finish, foya_check, text
+from support.fake_provider import usage as usage_chunk
+from support.fake_provider import wait as wait_for
+from support.files_helpers import (
     LINES,
     delete,
     edit,
@@ -30,7 +30,7 @@ from files_helpers import (
     turn,
     write,
 )
-from streams_helpers import assert_error
+from support.streams_helpers import assert_error
 
 RESOLVED = "file_review_resolved"
 

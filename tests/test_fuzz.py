@@ -23,8 +23,6 @@ from typing import Any
 import httpx
 import pytest
 import schemathesis
-from fake_provider import FakeProvider, connect
-from helpers import Kernel, Launcher, base_env, free_port, sha256_hex
 from hypothesis import HealthCheck, given, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis.checks import not_a_server_error
@@ -33,6 +31,8 @@ from schemathesis.specs.openapi.checks import (
     response_schema_conformance,
     status_code_conformance,
 )
+from support.fake_provider import FakeProvider, connect
+from support.helpers import Kernel, Launcher, base_env, free_port, sha256_hex
 
 TOKEN = "f" * 43
 EXAMPLES = 20

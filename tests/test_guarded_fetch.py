@@ -34,9 +34,9 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
-from helpers import Launcher, base_env, short_tmpdir, threaded_server
 from PIL import Image
-from streams_helpers import Served, assert_error, unix_kernel
+from support.helpers import Launcher, base_env, short_tmpdir, threaded_server
+from support.streams_helpers import Served, assert_error, unix_kernel
 
 BOUND = 20.0  # seconds: upper bound on waits that must end, only to never hang
 MIB = 1024 * 1024

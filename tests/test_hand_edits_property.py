@@ -22,13 +22,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from fake_provider import FakeProvider, answer, call, tools
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from inprocess import InProcess, inprocess_kernel
+from support.fake_provider import FakeProvider, answer, call, tools
+from support.inprocess import InProcess, inprocess_kernel
 
 from app.kernel import Kernel
-from app.kernel.inputs import TurnInput
+from app.kernel.turns.inputs import TurnInput
 
 T = TypeVar("T")
 

@@ -26,7 +26,7 @@ from typing import Any
 
 import httpx
 import pytest
-from fake_provider import (
+from support.fake_provider import (
     READ_TIMEOUT,
     Agent,
     FakeProvider,
@@ -39,8 +39,8 @@ from fake_provider import (
     payloads,
     tools,
 )
-from helpers import Launcher, base_env, short_tmpdir, wait_until
-from streams_helpers import Frame, assert_error, unix_kernel
+from support.helpers import Launcher, base_env, short_tmpdir, wait_until
+from support.streams_helpers import Frame, assert_error, unix_kernel
 
 KERNEL_SECRETS = {"FOYA_EXTRA_TOKEN": "kernel-token-123", "PROVIDER_API_KEY": "sk-kernel-456"}
 

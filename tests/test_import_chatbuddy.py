@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from chatbuddy_fixtures import (
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from support.chatbuddy_fixtures import (
     BIG_SESSION,
     CODE_REVIEWER,
     PNG_1X1,
@@ -29,7 +30,6 @@ from chatbuddy_fixtures import (
     v2_zip,
     zip_members,
 )
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from app.imports.chatbuddy import parse
 from app.imports.chatbuddy_crypto import decrypt, is_encrypted

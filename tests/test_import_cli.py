@@ -16,9 +16,9 @@ from typing import Any
 
 import httpx
 import pytest
-from chatbuddy_fixtures import encrypted, sample_payload, v2_zip, zip_members
-from helpers import REPO, Launcher, base_env, run_foya, short_tmpdir
-from streams_helpers import Served, assert_error, unix_kernel
+from support.chatbuddy_fixtures import encrypted, sample_payload, v2_zip, zip_members
+from support.helpers import REPO, Launcher, base_env, run_foya, short_tmpdir
+from support.streams_helpers import Served, assert_error, unix_kernel
 from transcript_fixtures import write_claude_tree, write_codex_tree, write_opencode_tree
 
 from app.store.check import check

@@ -17,10 +17,10 @@ from typing import Any
 
 import httpx
 import pytest
-from chatbuddy_fixtures import sample_payload, v2_zip
-from fake_provider import API_KEY, TERMINAL, FakeProvider, answer, payloads
-from helpers import Launcher, base_env, short_tmpdir
-from streams_helpers import (
+from support.chatbuddy_fixtures import sample_payload, v2_zip
+from support.fake_provider import API_KEY, TERMINAL, FakeProvider, answer, payloads
+from support.helpers import Launcher, base_env, short_tmpdir
+from support.streams_helpers import (
     Served,
     assert_error,
     open_events,

@@ -1,4 +1,4 @@
-"""Hostile archives (tests/hostile_archives.py) against a real kernel: what an archive carries
+"""Hostile archives (tests/support/hostile_archives.py) against a real kernel: what an archive carries
 stays data, a bad part refuses the whole import before anything is stored, and a crash in the
 middle of an import leaves no file of a session that was never committed.
 
@@ -16,9 +16,12 @@ from typing import Any
 
 import httpx
 import pytest
-from fake_provider import FakeProvider
-from helpers import Launcher, base_env, short_tmpdir
-from hostile_archives import (
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pydantic import TypeAdapter
+from support.fake_provider import FakeProvider
+from support.helpers import Launcher, base_env, short_tmpdir
+from support.hostile_archives import (
     DIRECTIVE,
     INJECTED_RULE,
     HostileSession,
@@ -28,11 +31,8 @@ from hostile_archives import (
     foya_archive,
     user,
 )
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-from inprocess import InProcess, inprocess_kernel
-from pydantic import TypeAdapter
-from streams_helpers import unix_kernel
+from support.inprocess import InProcess, inprocess_kernel
+from support.streams_helpers import unix_kernel
 
 from app import events as k
 from app.errors import FoyaError

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_provider import FakeProvider, answer
-from inprocess import InProcess, inprocess_kernel, turn
+from support.fake_provider import FakeProvider, answer
+from support.inprocess import InProcess, inprocess_kernel, turn
 
 from app.errors import Conflict
 from app.imports import archive

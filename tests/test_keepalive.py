@@ -3,7 +3,8 @@
 (plaintext, TLS) and HTTP/2 (TLS with ALPN `h2`, h2c prior knowledge on plaintext).
 
 Through two real `foya serve --listen` processes (plaintext and TLS). The root cause
-(app.hypercorn_fixes `RequestBodyDrain`): hypercorn closed an HTTP/1.1 connection whose refused
+(app.serve.hypercorn_fixes `RequestBodyDrain`): hypercorn closed an HTTP/1.1 connection whose
+refused
 request's body it had not parsed yet, after an answer that promised keep-alive. The raw-socket
 tests make that order certain (the body follows the head only once the server had time to answer
 without it); the httpx tests send 200 requests on one client each, as a client would.
@@ -21,8 +22,8 @@ from dataclasses import dataclass
 
 import httpx
 import pytest
-from helpers import UNAUTHORIZED, Kernel, Launcher, TlsFiles, base_env
 from PIL import Image
+from support.helpers import UNAUTHORIZED, Kernel, Launcher, TlsFiles, base_env
 
 REQUESTS = 200  # per test: the reproduction broke within a few dozen
 # An 8 MiB body costs httpx's HTTP/2 client about 0.1 s of CPU, and HTTP/2 has no keep-alive

@@ -1,8 +1,8 @@
 """MCP servers (app.kernel.mcp) against real servers written with the official SDK
-(tests/mcp_servers/server.py): over stdio, started by the kernel, and over streamable HTTP,
+(tests/support/mcp_servers/server.py): over stdio, started by the kernel, and over streamable HTTP,
 started by the test on 127.0.0.1.
 
-In-process kernels (tests/inprocess.py) for turns, approvals, supervision and exposure; a real
+In-process kernels (tests/support/inprocess.py) for turns, approvals, supervision and exposure; a real
 `foya serve` for the routes, secrets in responses, files and logs, and shutdown. Each test has
 a HOME of its own, so `~/.foya/mcp.json` is its own.
 """
@@ -25,8 +25,8 @@ from typing import Any
 
 import httpx
 import pytest
-from fake_provider import BOUND, FakeProvider, answer, call, tools
-from helpers import (
+from support.fake_provider import BOUND, FakeProvider, answer, call, tools
+from support.helpers import (
     Launcher,
     base_env,
     run_foya,
@@ -34,17 +34,17 @@ from helpers import (
     threaded_server,
     wait_until,
 )
-from inprocess import InProcess, inprocess_kernel, tool_messages
-from mcp_helpers import http_mcp_server
-from streams_helpers import assert_error, unix_kernel
+from support.inprocess import InProcess, inprocess_kernel, tool_messages
+from support.mcp_helpers import http_mcp_server
+from support.streams_helpers import assert_error, unix_kernel
 
 from app import events as k
 from app.events import Event
 from app.kernel.emit import topic
-from app.kernel.inputs import TurnInput
 from app.kernel.mcp import McpConfig, ServerConfig
+from app.kernel.turns.inputs import TurnInput
 
-SERVER = Path(__file__).parent / "mcp_servers" / "server.py"
+SERVER = Path(__file__).parent / "support" / "mcp_servers" / "server.py"
 _models = itertools.count()
 
 

@@ -1,6 +1,7 @@
 """MCP as a new user of Foya's desktop client meets it (issue 27, items 4 and 6), against real
-servers: the SDK's test server (tests/mcp_servers/server.py) and a bare one that offers tools
-only (tests/mcp_servers/bare.py).
+servers: the SDK's test server (tests/support/mcp_servers/server.py) and a bare one that offers
+tools
+only (tests/support/mcp_servers/bare.py).
 
 - A server with no resources or prompts (none advertised, or advertised and "Method not
   found") lists `[]`, and `GET /mcp/status` names each server's tools.
@@ -27,14 +28,14 @@ from typing import Any
 
 import httpx
 import pytest
-from fake_provider import BOUND
-from helpers import Launcher, base_env, short_tmpdir, threaded_server, wait_until
-from inprocess import InProcess, inprocess_kernel
-from streams_helpers import assert_error, unix_kernel
+from support.fake_provider import BOUND
+from support.helpers import Launcher, base_env, short_tmpdir, threaded_server, wait_until
+from support.inprocess import InProcess, inprocess_kernel
+from support.streams_helpers import assert_error, unix_kernel
 
 from app.kernel.mcp import McpConfig, ServerConfig
 
-SERVERS = Path(__file__).parent / "mcp_servers"
+SERVERS = Path(__file__).parent / "support" / "mcp_servers"
 SDK_SERVER, BARE = SERVERS / "server.py", SERVERS / "bare.py"
 SDK_TOOLS = ["add", "crash", "echo", "env_sha256", "freeze", "header_sha256", "sleep"]
 NOTICED = 10.0  # seconds: a killed server must be seen gone well before the next ping (600 s)

@@ -1,4 +1,5 @@
-"""A hostile MCP server (tests/mcp_servers/hostile.py) against the kernel's MCP edges: what it
+"""A hostile MCP server (tests/support/mcp_servers/hostile.py) against the kernel's MCP edges: what
+it
 floods is capped, what it leaks is masked, and a plugin's server over HTTP is address-guarded.
 
 Caps and secrets through a real `foya serve` (its routes, its log, the requests the fake
@@ -17,18 +18,18 @@ from typing import Any
 
 import httpx
 import pytest
-from fake_provider import BOUND, Agent, FakeProvider, answer, call, connect, tools
-from helpers import Launcher, base_env, short_tmpdir, wait_until
-from inprocess import InProcess, inprocess_kernel
-from mcp_helpers import http_mcp_server
-from streams_helpers import unix_kernel
+from support.fake_provider import BOUND, Agent, FakeProvider, answer, call, connect, tools
+from support.helpers import Launcher, base_env, short_tmpdir, wait_until
+from support.inprocess import InProcess, inprocess_kernel
+from support.mcp_helpers import http_mcp_server
+from support.streams_helpers import unix_kernel
 
 from app.kernel.mcp import ServerConfig
 from app.kernel.mcp.common import MAX_OUTPUT, cut_mark
 from app.kernel.mcp.redact import MASK, Redactor
 
-HOSTILE = Path(__file__).parent / "mcp_servers" / "hostile.py"
-SERVER = Path(__file__).parent / "mcp_servers" / "server.py"
+HOSTILE = Path(__file__).parent / "support" / "mcp_servers" / "hostile.py"
+SERVER = Path(__file__).parent / "support" / "mcp_servers" / "server.py"
 MARK = cut_mark()
 
 

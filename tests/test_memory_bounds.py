@@ -18,10 +18,10 @@ from typing import Any
 
 import httpx
 import pytest
-from chatbuddy_fixtures import sample_payload, v2_zip
-from helpers import Launcher, base_env, short_tmpdir
 from PIL import Image
-from streams_helpers import Served, assert_error, new_session, unix_kernel
+from support.chatbuddy_fixtures import sample_payload, v2_zip
+from support.helpers import Launcher, base_env, short_tmpdir
+from support.streams_helpers import Served, assert_error, new_session, unix_kernel
 
 MIB = 1024 * 1024
 TIMEOUT = httpx.Timeout(120.0)  # only so that nothing hangs: no timing is asserted

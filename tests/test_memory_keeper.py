@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from fake_provider import (
+from support.fake_provider import (
     API_KEY,
     BOUND,
     FakeProvider,
@@ -34,13 +34,13 @@ from fake_provider import (
     tools,
     wait,
 )
-from helpers import wait_until
+from support.helpers import wait_until
 
 from app import events as k
 from app.events import EventDraft
 from app.kernel import Kernel
 from app.kernel.emit import topic
-from app.kernel.inputs import TurnInput
+from app.kernel.turns.inputs import TurnInput
 from app.kernel.usercontext.items import MAX_MEMORY_CHARS
 from app.kernel.usercontext.keeper import FILE, MemoryKeeper
 from app.metrics import Metrics

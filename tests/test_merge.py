@@ -1,5 +1,5 @@
-"""`app.merge`: the three-way line merge that takes the agent's changes out of a file around the
-user's own edits. `base` is the file as the agent left it, `ours` the file now (the user's
+"""`app.text.merge`: the three-way line merge that takes the agent's changes out of a file around
+the user's own edits. `base` is the file as the agent left it, `ours` the file now (the user's
 edits), `theirs` the file before the agent (what undoing the agent leads to)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import itertools
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.merge import Region, changes, merge_bytes, merge_lines, split_lines
+from app.text.merge import Region, changes, merge_bytes, merge_lines, split_lines
 
 BASE = b"one\ntwo\nthree\nfour\nfive\n"
 

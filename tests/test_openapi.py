@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import UNAUTHORIZED, Kernel, Launcher, app_endpoints, base_env, short_tmpdir
-from streams_helpers import unix_kernel
+from support.helpers import UNAUTHORIZED, Kernel, Launcher, app_endpoints, base_env, short_tmpdir
+from support.streams_helpers import unix_kernel
 
 SNAPSHOT = Path(__file__).with_name("openapi.snapshot.json")
 UPDATE_ENV = "FOYA_UPDATE_SNAPSHOT"

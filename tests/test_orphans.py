@@ -22,8 +22,8 @@ from typing import Any
 
 import httpx
 import pytest
-from helpers import Launcher, base_env, run_foya, short_tmpdir
-from streams_helpers import Served, new_session, unix_kernel
+from support.helpers import Launcher, base_env, run_foya, short_tmpdir
+from support.streams_helpers import Served, new_session, unix_kernel
 
 from app.kernel.plugins.manifest import MANIFEST_SCHEMA
 

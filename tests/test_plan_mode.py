@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
-from fake_provider import (
+from support.fake_provider import (
     TERMINAL,
     Agent,
     Events,
@@ -30,8 +30,8 @@ from fake_provider import (
     tools,
     wait,
 )
-from helpers import Launcher, short_tmpdir
-from streams_helpers import Frame, assert_error, unix_kernel
+from support.helpers import Launcher, short_tmpdir
+from support.streams_helpers import Frame, assert_error, unix_kernel
 
 from app.kernel.workflows import records
 

@@ -21,8 +21,8 @@ from typing import Any
 
 import httpx
 import pytest
-from helpers import Launcher, base_env, short_tmpdir
-from streams_helpers import assert_error, unix_kernel
+from support.helpers import Launcher, base_env, short_tmpdir
+from support.streams_helpers import assert_error, unix_kernel
 
 from app.kernel.plugins import Plugins
 from app.kernel.plugins.git import parse_source

@@ -22,7 +22,7 @@ from typing import Any
 
 import httpx
 import pytest
-from fake_provider import (
+from support.fake_provider import (
     BOUND,
     READ_TIMEOUT,
     Agent,
@@ -34,8 +34,8 @@ from fake_provider import (
     payloads,
     tools,
 )
-from helpers import Launcher, base_env, run_foya, short_tmpdir
-from streams_helpers import EventStream, Frame, assert_error, unix_kernel
+from support.helpers import Launcher, base_env, run_foya, short_tmpdir
+from support.streams_helpers import EventStream, Frame, assert_error, unix_kernel
 
 from app.broker import Broker
 from app.kernel.hooks.service import NOT_AN_APPROVER

@@ -11,8 +11,8 @@ from typing import Any
 
 import httpx
 import pytest
-from helpers import Launcher, short_tmpdir
-from streams_helpers import Served, assert_error, module_kernels, new_session, unix_kernel
+from support.helpers import Launcher, short_tmpdir
+from support.streams_helpers import Served, assert_error, module_kernels, new_session, unix_kernel
 
 #: A project as served: the stored record and `available` (its directory is there now).
 PROJECT_KEYS = {"id", "name", "path", "pinned", "created_at", "updated_at", "available"}

@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
-from fake_provider import (
+from support.fake_provider import (
     BOUND,
     Agent,
     FakeProvider,
@@ -28,8 +28,8 @@ from fake_provider import (
     payloads,
     tools,
 )
-from helpers import Launcher, base_env, short_tmpdir
-from streams_helpers import unix_kernel
+from support.helpers import Launcher, base_env, short_tmpdir
+from support.streams_helpers import unix_kernel
 
 ORDER = ("<project_guidance", "<foya_rules", "<foya_available_rules", "<foya_memories")
 

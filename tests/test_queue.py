@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from fake_provider import (
+from support.fake_provider import (
     BOUND,
     Agent,
     Session,
@@ -25,8 +25,8 @@ from fake_provider import (
     usage,
     wait,
 )
-from helpers import wait_until
-from streams_helpers import assert_error
+from support.helpers import wait_until
+from support.streams_helpers import assert_error
 
 ITEM_KEYS = {"id", "session_id", "text", "position", "created_at", "updated_at"}
 

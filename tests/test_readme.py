@@ -13,7 +13,7 @@ What differs in the sandbox, and nothing else of a block's text:
 - `foya` is this venv's (its bin first on PATH, as in an activated venv); blocks run from the
   repository root, as in a clone.
 - Ports 8787 (the kernel), 8443 (Caddy) and 11434 (the local model server, here the fake
-  provider of tests/fake_provider.py) become free ports; `homeserver.lan` becomes `localhost` and
+  provider of tests/support/fake_provider.py) become free ports; `homeserver.lan` becomes `localhost` and
   `0.0.0.0` becomes `127.0.0.1` (no DNS here, and nothing listens beyond loopback). Caddy gets
   those ports through Caddyfile.local's FOYA_PORT and FOYA_UPSTREAM.
 - Bash runs with `set -euo pipefail`: a failing command, a failed pipe or an unset variable fails
@@ -44,8 +44,8 @@ from urllib.parse import urlsplit
 
 import httpx
 import pytest
-from fake_provider import FakeProvider, agent_kernel, answer, call, tools
-from helpers import REPO, STOP_DEADLINE, free_ports, short_tmpdir, wait_until
+from support.fake_provider import FakeProvider, agent_kernel, answer, call, tools
+from support.helpers import REPO, STOP_DEADLINE, free_ports, short_tmpdir, wait_until
 
 README = REPO / "README.md"
 PROMETHEUS_DIR = REPO / "deploy" / "prometheus"

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-from fake_provider import Agent, FakeProvider, answer, connect, foya_check
-from helpers import Launcher, base_env, run_foya, short_tmpdir
-from streams_helpers import unix_kernel
+from support.fake_provider import Agent, FakeProvider, answer, connect, foya_check
+from support.helpers import Launcher, base_env, run_foya, short_tmpdir
+from support.streams_helpers import unix_kernel
 
 # The README's bound: a change reaches a healthy replica within about 2 s. One more second for
 # the moment of the kill itself.

@@ -36,11 +36,11 @@ from typing import Any
 
 import httpx
 import pytest
-from fake_provider import Agent, FakeProvider, answer, call, connect, foya_check, only
-from files_helpers import confirm, preview, user_seqs
-from helpers import Launcher, base_env, run_foya, short_tmpdir, wait_until
-from replica_servers import HAVE_SSHD, sftp_server
-from streams_helpers import Served, unix_kernel
+from support.fake_provider import Agent, FakeProvider, answer, call, connect, foya_check, only
+from support.files_helpers import confirm, preview, user_seqs
+from support.helpers import Launcher, base_env, run_foya, short_tmpdir, wait_until
+from support.replica_servers import HAVE_SSHD, sftp_server
+from support.streams_helpers import Served, unix_kernel
 
 from app.store.backup import snapshot
 from app.store.filesnap import FILES_DB, sync_tree

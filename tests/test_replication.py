@@ -20,9 +20,9 @@ from typing import Any
 
 import httpx
 import pytest
-from helpers import Launcher, base_env, run_foya, short_tmpdir, wait_until
 from PIL import Image
-from streams_helpers import Served, metric, unix_kernel
+from support.helpers import Launcher, base_env, run_foya, short_tmpdir, wait_until
+from support.streams_helpers import Served, metric, unix_kernel
 
 from app.store.filesnap import FILES_DB, extract
 
@@ -290,7 +290,7 @@ def test_a_replica_inside_the_data_dir_is_refused(root: Path) -> None:
 
 def test_nothing_of_replication_loads_without_a_replica_url() -> None:
     code = (
-        "import sys, app.main, app.serve\n"
+        "import sys, app.main, app.serve.listeners\n"
         "print(sorted(m for m in sys.modules if 'replic' in m or 'filesnap' in m))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
-from fake_provider import (
+from support.fake_provider import (
     BOUND,
     READ_TIMEOUT,
     Agent,
@@ -29,9 +29,9 @@ from fake_provider import (
     foya_check,
     text,
 )
-from fake_provider import usage as usage_chunk
-from fake_provider import wait as wait_for
-from files_helpers import (
+from support.fake_provider import usage as usage_chunk
+from support.fake_provider import wait as wait_for
+from support.files_helpers import (
     LINES,
     confirm,
     confirm_call,
@@ -49,8 +49,8 @@ from files_helpers import (
     user_seqs,
     write,
 )
-from helpers import Launcher, base_env, short_tmpdir
-from streams_helpers import Served, assert_error
+from support.helpers import Launcher, base_env, short_tmpdir
+from support.streams_helpers import Served, assert_error
 
 REWOUND = "history_rewound"
 

@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from chatbuddy_fixtures import encrypted, sample_payload, v2_zip
-from helpers import FOYA, REPO, Launcher, base_env, run_foya, short_tmpdir, wait_until
-from replica_servers import sftp_server
-from streams_helpers import Served, unix_kernel
+from support.chatbuddy_fixtures import encrypted, sample_payload, v2_zip
+from support.helpers import FOYA, REPO, Launcher, base_env, run_foya, short_tmpdir, wait_until
+from support.replica_servers import sftp_server
+from support.streams_helpers import Served, unix_kernel
 
 from app.ops.secretargs import mask_url, secret_in_url
 
@@ -124,7 +124,7 @@ def _cmdline(pid: int) -> str:
 def test_a_replica_password_in_the_environment_is_on_no_command_line(
     launcher: Launcher, root: Path
 ) -> None:
-    """FOYA_REPLICA_URL with a password, to a real sshd on loopback (tests/replica_servers.py;
+    """FOYA_REPLICA_URL with a password, to a real sshd on loopback (tests/support/replica_servers.py;
     it takes the key): the kernel serves and replicates, and neither the kernel's nor
     Litestream's /proc/<pid>/cmdline holds the password; Litestream has it from its 0600
     config file."""

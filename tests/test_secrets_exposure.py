@@ -20,7 +20,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from fake_provider import (
+from support.fake_provider import (
     API_KEY,
     READ_TIMEOUT,
     Agent,
@@ -31,8 +31,8 @@ from fake_provider import (
     only,
     payloads,
 )
-from helpers import Kernel, Launcher, base_env, sha256_hex, short_tmpdir, write_tls_pair
-from streams_helpers import Served, assert_error
+from support.helpers import Kernel, Launcher, base_env, sha256_hex, short_tmpdir, write_tls_pair
+from support.streams_helpers import Served, assert_error
 
 from app.files import ProtectedPaths
 from app.settings import Settings

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from helpers import (
+from prometheus_client.parser import text_string_to_metric_families
+from support.helpers import (
     REPO,
     SECURITY_HEADERS,
     UNAUTHORIZED,
@@ -36,7 +37,6 @@ from helpers import (
     wait_until,
     write_tls_pair,
 )
-from prometheus_client.parser import text_string_to_metric_families
 
 import app
 

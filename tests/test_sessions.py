@@ -23,8 +23,8 @@ from typing import Any
 
 import httpx
 import pytest
-from helpers import short_tmpdir
-from streams_helpers import (
+from support.helpers import short_tmpdir
+from support.streams_helpers import (
     Served,
     assert_error,
     module_kernels,

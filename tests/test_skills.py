@@ -18,8 +18,8 @@ from typing import Any
 
 import httpx
 import pytest
-from helpers import Launcher, base_env, short_tmpdir
-from streams_helpers import Served, assert_error, unix_kernel
+from support.helpers import Launcher, base_env, short_tmpdir
+from support.streams_helpers import Served, assert_error, unix_kernel
 
 from app.kernel.projects import Projects
 from app.kernel.usercontext.skillmodels import InvalidSkillRef, SkillNotFound

@@ -21,7 +21,7 @@ from pathlib import Path
 from app.logs import configure_logging
 from app.main import create_app
 from app.settings import Settings
-import app.serve  # noqa: F401  (everything `foya serve` imports)
+import app.serve.listeners  # noqa: F401  (everything `foya serve` imports)
 
 configure_logging("json", "warning")
 HEAVY = ("openai", "PIL", "httpx", "aiohttp")

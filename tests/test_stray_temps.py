@@ -16,8 +16,16 @@ from pathlib import Path
 
 import httpx
 import pytest
-from fake_provider import BOUND, READ_TIMEOUT, Agent, FakeProvider, Session, connect, foya_check
-from files_helpers import (
+from support.fake_provider import (
+    BOUND,
+    READ_TIMEOUT,
+    Agent,
+    FakeProvider,
+    Session,
+    connect,
+    foya_check,
+)
+from support.files_helpers import (
     LINES,
     confirm_call,
     edit,
@@ -29,8 +37,8 @@ from files_helpers import (
     user_seqs,
     write,
 )
-from helpers import Launcher, base_env, run_foya, short_tmpdir
-from streams_helpers import Served, seed_store, session_row
+from support.helpers import Launcher, base_env, run_foya, short_tmpdir
+from support.streams_helpers import Served, seed_store, session_row
 
 from app.events import EventDraft
 from app.store import Store

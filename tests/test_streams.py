@@ -24,8 +24,8 @@ from typing import Any
 
 import httpx
 import pytest
-from helpers import STOP_DEADLINE, Launcher, short_tmpdir, wait_until
-from streams_helpers import (
+from support.helpers import STOP_DEADLINE, Launcher, short_tmpdir, wait_until
+from support.streams_helpers import (
     ENVELOPE_KEYS,
     SSE_HEADERS,
     Follow,

@@ -1,7 +1,7 @@
 """Sub-agents (issue 17 item 1; Foya's `subagent` and `agents_test.go`): child sessions started
 by a parent's tools or `POST …/agents`, their limits, token budget, cancel, deletion and restart.
 
-The rules run on a real kernel in the test's process (tests/inprocess.py) with the fake
+The rules run on a real kernel in the test's process (tests/support/inprocess.py) with the fake
 provider; one real `foya serve` checks the wire (routes, statuses, payloads, SSE, a SIGKILL
 restart). Children use the agent `helper` (a file in the test's HOME) whose model is `CHILD`:
 the fake answers them through `Responder`, by the words of their task (`HOLD <gate>` waits for
@@ -25,7 +25,7 @@ from typing import Any
 
 import httpx
 import pytest
-from fake_provider import (
+from support.fake_provider import (
     BOUND,
     READ_TIMEOUT,
     Agent,
@@ -39,9 +39,9 @@ from fake_provider import (
     tools,
     wait,
 )
-from helpers import Launcher, base_env, short_tmpdir, wait_until
-from inprocess import InProcess, inprocess_kernel, tool_messages, turn_events
-from streams_helpers import Served, assert_error, is_title, unix_kernel
+from support.helpers import Launcher, base_env, short_tmpdir, wait_until
+from support.inprocess import InProcess, inprocess_kernel, tool_messages, turn_events
+from support.streams_helpers import Served, assert_error, is_title, unix_kernel
 
 from app import events as k
 from app.events import Event

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from helpers import REPO, STOP_DEADLINE, UNAUTHORIZED, free_port, sha256_hex, short_tmpdir
+from support.helpers import REPO, STOP_DEADLINE, UNAUTHORIZED, free_port, sha256_hex, short_tmpdir
 
 UNIT = REPO / "systemd" / "foya.service"
 INSTALLED_FOYA = "/opt/foya/bin/foya"

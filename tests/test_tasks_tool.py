@@ -10,8 +10,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from fake_provider import Agent, Session, agent_kernel, call, payloads
-from streams_helpers import Frame
+from support.fake_provider import Agent, Session, agent_kernel, call, payloads
+from support.streams_helpers import Frame
 
 
 @pytest.fixture(scope="module")

@@ -21,9 +21,9 @@ from typing import Any
 
 import httpx
 import pytest
-from helpers import Kernel, Launcher, base_env, short_tmpdir, wait_until
 from prometheus_client.parser import text_string_to_metric_families
-from streams_helpers import (
+from support.helpers import Kernel, Launcher, base_env, short_tmpdir, wait_until
+from support.streams_helpers import (
     SSE_HEADERS,
     EventStream,
     Frame,

@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 import pytest
-from fake_provider import (
+from support.fake_provider import (
     BOUND,
     Agent,
     FakeProvider,
@@ -29,10 +29,10 @@ from fake_provider import (
     reply,
     wait,
 )
-from helpers import short_tmpdir, wait_until
-from streams_helpers import is_title, module_kernels
+from support.helpers import short_tmpdir, wait_until
+from support.streams_helpers import is_title, module_kernels
 
-from app.kernel.titles import PROMPT
+from app.kernel.turns.titles import PROMPT
 
 
 @pytest.fixture(scope="module")

@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_provider import answer, call, tools
-from inprocess import InProcess, inprocess_kernel, tool_messages, turn
+from support.fake_provider import answer, call, tools
+from support.inprocess import InProcess, inprocess_kernel, tool_messages, turn
 
 from app import events as k
-from app.kernel.loopguard import REPEAT_MAX, gate_text
+from app.kernel.turns.loopguard import REPEAT_MAX, gate_text
 from app.tools import ToolResult
 from app.tools.base import Action, ToolContext, schema
 

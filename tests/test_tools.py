@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_provider import (
+from support.fake_provider import (
     BOUND,
     Agent,
     Session,
@@ -30,8 +30,8 @@ from fake_provider import (
     payloads,
     tools,
 )
-from helpers import wait_until
-from streams_helpers import assert_error
+from support.helpers import wait_until
+from support.streams_helpers import assert_error
 
 MIB = 1024 * 1024
 

@@ -1,9 +1,10 @@
 """Transport hardening of `foya serve` (issue 12 §4), each through a real kernel process.
 
-- request-head deadline, connection cap and rate-limited accept failures (app.admission,
-  app.serve), with the server's descriptor limit lowered so a few hundred sockets exhaust it;
+- request-head deadline, connection cap and rate-limited accept failures (app.serve.admission,
+  app.serve.listeners), with the server's descriptor limit lowered so a few hundred sockets exhaust
+  it;
 - HTTP/2 over real TLS: a 401 to a request whose body is still arriving does not end an SSE stream
-  on the same connection (app.hypercorn_fixes);
+  on the same connection (app.serve.hypercorn_fixes);
 - the per-client cap on SSE streams (app.http.sse);
 - `id: 0` on unstored frames, the cursor frame after them and `Last-Event-ID` resumption.
 """
@@ -22,9 +23,9 @@ from typing import Any
 
 import httpx
 import pytest
-from fake_provider import Agent, agent_kernel, finish, text, usage, wait
-from helpers import Kernel, Launcher, TlsFiles, base_env, wait_until
-from streams_helpers import new_session, open_events, patch
+from support.fake_provider import Agent, agent_kernel, finish, text, usage, wait
+from support.helpers import Kernel, Launcher, TlsFiles, base_env, wait_until
+from support.streams_helpers import new_session, open_events, patch
 
 BOUND = 60.0  # seconds: upper bound on waits, only to never hang
 PARTIAL_HEAD = b"GET /readyz HTTP/1.1\r\nHost: foya\r\nX-Slow: "

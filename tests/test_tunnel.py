@@ -28,7 +28,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from helpers import (
+from support.helpers import (
     Kernel,
     Launcher,
     base_env,

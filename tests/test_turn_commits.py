@@ -12,14 +12,14 @@ import threading
 from collections.abc import Iterator
 
 import pytest
-from fake_provider import BOUND, answer, call, tools
-from inprocess import InProcess, inprocess_kernel
+from support.fake_provider import BOUND, answer, call, tools
+from support.inprocess import InProcess, inprocess_kernel
 
 from app import events as k
 from app.events import Event
 from app.kernel import Kernel
 from app.kernel.emit import topic
-from app.kernel.inputs import TurnInput
+from app.kernel.turns.inputs import TurnInput
 
 
 class Counted:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from fake_provider import (
+from support.fake_provider import (
     API_KEY,
     BOUND,
     Agent,
@@ -45,8 +45,8 @@ from fake_provider import (
     usage,
     wait,
 )
-from helpers import Launcher, short_tmpdir, wait_until
-from streams_helpers import Served, unix_kernel
+from support.helpers import Launcher, short_tmpdir, wait_until
+from support.streams_helpers import Served, unix_kernel
 
 RUN_ID = re.compile(r"^[0-9a-f]{24}$")
 TC = "turn_complete"

@@ -15,9 +15,9 @@ from typing import Any
 
 import httpx
 import pytest
-from fake_provider import Agent, agent_kernel, answer, call, finish, text, tools, usage
 from prometheus_client.parser import text_string_to_metric_families
-from streams_helpers import assert_error
+from support.fake_provider import Agent, agent_kernel, answer, call, finish, text, tools, usage
+from support.streams_helpers import assert_error
 
 from app.kernel.usage import InvalidRange, range_days, report
 

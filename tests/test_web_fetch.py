@@ -25,13 +25,13 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from fake_provider import BOUND, answer, call, tools
-from helpers import threaded_server
-from inprocess import InProcess, inprocess_kernel
-from interactions_helpers import new_session, watch
+from support.fake_provider import BOUND, answer, call, tools
+from support.helpers import threaded_server
+from support.inprocess import InProcess, inprocess_kernel
+from support.interactions_helpers import new_session, watch
 
 from app import events as k
-from app.kernel.inputs import TurnInput
+from app.kernel.turns.inputs import TurnInput
 from app.kernel.web.fetch import TRUNCATED, Fetcher, FetchError
 from app.kernel.web.guard import AllowList, blocked, literal
 

@@ -21,9 +21,9 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from fake_provider import Agent, agent_kernel, answer, call, only, payloads, tools
-from helpers import FOYA, REPO, base_env, threaded_server
-from streams_helpers import assert_error
+from support.fake_provider import Agent, agent_kernel, answer, call, only, payloads, tools
+from support.helpers import FOYA, REPO, base_env, threaded_server
+from support.streams_helpers import assert_error
 
 from app.kernel.web.providers import parse_baidu, parse_duckduckgo
 

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from fake_provider import (
+from support.fake_provider import (
     Agent,
     Session,
     agent_kernel,
@@ -21,8 +21,8 @@ from fake_provider import (
     text,
     tools,
 )
-from helpers import wait_until
-from streams_helpers import assert_error
+from support.helpers import wait_until
+from support.streams_helpers import assert_error
 
 ELEMENT = {"page_url": "https://example.test/page", "tag": "BUTTON", "selector": "#buy"}
 

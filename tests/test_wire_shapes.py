@@ -3,7 +3,7 @@
 Through a real `foya serve` with the fake provider scripting text, tool calls and a manual
 approval, each answer and each SSE payload is checked for the fields the desktop reads, their
 JSON types and the values of their unions (a field without `?` is required; a union is the
-complete set). The shapes and their checker are tests/desktop_shapes.py's (also used by
+complete set). The shapes and their checker are tests/support/desktop_shapes.py's (also used by
 tests/test_desktop_contract.py). Where each shape comes from (`apps/desktop/src/` of Foya's
 repository):
 
@@ -38,7 +38,7 @@ from typing import Any
 
 import httpx
 import pytest
-from desktop_shapes import (
+from support.desktop_shapes import (
     AGENT,
     COMMAND,
     CONTEXT_USAGE,
@@ -59,7 +59,7 @@ from desktop_shapes import (
     Type,
     check,
 )
-from fake_provider import (
+from support.fake_provider import (
     READ_TIMEOUT,
     Agent,
     FakeProvider,
@@ -71,8 +71,8 @@ from fake_provider import (
     tools,
     wait,
 )
-from helpers import short_tmpdir
-from streams_helpers import Frame, module_kernels, seed_store, session_row
+from support.helpers import short_tmpdir
+from support.streams_helpers import Frame, module_kernels, seed_store, session_row
 
 from app.events import EventDraft
 from app.store import Store
@@ -81,7 +81,7 @@ from app.store import Store
 
 
 def conforms(shape: Type, value: Any, where: str) -> None:
-    """Assert that `value` has `shape` (tests/desktop_shapes.py), naming every difference."""
+    """Assert that `value` has `shape` (tests/support/desktop_shapes.py), naming every difference."""
     problems = check(shape, value)
     assert not problems, f"{where}:\n  " + "\n  ".join(problems)
 

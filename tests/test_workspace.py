@@ -21,9 +21,9 @@ from typing import Any
 
 import httpx
 import pytest
-from fake_provider import Agent, Session, agent_kernel
-from helpers import wait_until
-from streams_helpers import assert_error
+from support.fake_provider import Agent, Session, agent_kernel
+from support.helpers import wait_until
+from support.streams_helpers import assert_error
 
 MIB = 1024 * 1024
 STAMP = 1_700_000_000  # 2023-11-14T22:13:20Z

@@ -34,9 +34,18 @@ from typing import Any
 
 import httpx
 import pytest
-from fake_provider import Agent, Session, agent_kernel
-from files_helpers import confirm, preview, resolve, review, snapshot, turn, user_seqs, write
-from streams_helpers import assert_error
+from support.fake_provider import Agent, Session, agent_kernel
+from support.files_helpers import (
+    confirm,
+    preview,
+    resolve,
+    review,
+    snapshot,
+    turn,
+    user_seqs,
+    write,
+)
+from support.streams_helpers import assert_error
 
 JSON = {"content-type": "application/json"}  # the desktop sends it on every call
 

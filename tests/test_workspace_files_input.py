@@ -20,7 +20,7 @@ from typing import Any
 
 import httpx
 import pytest
-from fake_provider import (
+from support.fake_provider import (
     TERMINAL,
     Agent,
     Session,
@@ -32,7 +32,7 @@ from fake_provider import (
     usage,
     wait,
 )
-from streams_helpers import assert_error
+from support.streams_helpers import assert_error
 
 SECRET = "the-file-body-stays-on-disk"
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import httpx
 import pytest
-from fake_provider import (
+from support.fake_provider import (
     BOUND,
     READ_TIMEOUT,
     Agent,
@@ -37,9 +37,9 @@ from fake_provider import (
     only,
     tools,
 )
-from files_helpers import count, delete, edit, journal_rows, put, snapshot, write
-from helpers import REPO, Launcher, base_env, short_tmpdir
-from streams_helpers import Served
+from support.files_helpers import count, delete, edit, journal_rows, put, snapshot, write
+from support.helpers import REPO, Launcher, base_env, short_tmpdir
+from support.streams_helpers import Served
 
 from app.tools.base import FileIntent, ToolContext
 from app.tools.files import Edit, Write

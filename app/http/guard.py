@@ -4,7 +4,7 @@
   `payload_too_large` as soon as the count passes the limit (or at once when Content-Length says
   so), never read whole first. Routes with their own limit (the artifact upload) are exempt.
 - A JSON body holding a lone UTF-16 surrogate (`"\\ud800"`) is refused with 400 `bad_request`:
-  no encoder downstream (SQLite, our JSON files, responses) can write one (app.text).
+  no encoder downstream (SQLite, our JSON files, responses) can write one (app.text.surrogates).
 - A query string must be UTF-8 once percent-decoded (Starlette would silently turn bad bytes
   into U+FFFD and a route would act on text the client never sent).
 
@@ -23,7 +23,7 @@ from urllib.parse import unquote_to_bytes
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.http.middleware import header
-from app.text import has_lone_surrogate
+from app.text.surrogates import has_lone_surrogate
 
 MAX_BODY_BYTES = 8 * 1024 * 1024
 # No route reads a body for these, so none is collected: the hot path (probes, listings, event

@@ -17,7 +17,6 @@ from app.errors import BadRequest, FoyaError, Unavailable
 from app.events import MESSAGE_SNAPSHOT, Event, QueueItem
 from app.files import ProtectedPaths
 from app.kernel import usage
-from app.kernel.activity import SessionBusy
 from app.kernel.agents import Agents, Definitions, agent_tools
 from app.kernel.approvals import Approvals
 from app.kernel.automations import Automations, Clock, SystemClock
@@ -29,7 +28,6 @@ from app.kernel.exports import Exports
 from app.kernel.hooks import Hooks
 from app.kernel.ids import now_ns
 from app.kernel.imports import Imports
-from app.kernel.inputs import SessionArtifacts
 from app.kernel.interactions import AskUser, BrowserActions, Questions, browser_tools
 from app.kernel.lifecycle import cancel_and_wait
 from app.kernel.maintenance import Maintenance
@@ -37,7 +35,6 @@ from app.kernel.mcp import McpService, ServerConfig, Timeouts, ToolSearch, contr
 from app.kernel.plugins import Plugins
 from app.kernel.projects import Projects
 from app.kernel.providers import Providers
-from app.kernel.queue import Queues
 from app.kernel.readiness import (
     Check,
     CheckFn,
@@ -49,11 +46,14 @@ from app.kernel.readiness import (
 from app.kernel.recovery import recover
 from app.kernel.review import Reviews
 from app.kernel.rewind import Rewinds
-from app.kernel.runner import Turns
 from app.kernel.sessions import Session, Sessions
 from app.kernel.streams import SessionStream
 from app.kernel.terminals import Terminals
 from app.kernel.trust import ProjectTrust
+from app.kernel.turns.activity import SessionBusy
+from app.kernel.turns.inputs import SessionArtifacts
+from app.kernel.turns.queue import Queues
+from app.kernel.turns.runner import Turns
 from app.kernel.usercontext import ContextJournal, UserContext
 from app.kernel.usercontext.commands import Commands
 from app.kernel.usercontext.keeper import MemoryKeeper

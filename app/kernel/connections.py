@@ -45,7 +45,7 @@ from app.kernel.ids import new_id
 from app.logs import get_logger
 from app.providers.base import PROTOCOLS as VIDEO_PROTOCOLS
 from app.providers.base import ProviderError, VideoProtocol
-from app.text import scrub
+from app.text.surrogates import scrub
 
 ConnectionType = Literal["language", "image", "video"]
 TYPES: tuple[ConnectionType, ...] = ("language", "image", "video")

@@ -6,7 +6,7 @@ and the agent's changes as runs: a run is a stretch of changes each starting fro
 previous one left, so someone else edited the file between two runs. Undoing only the agent's
 changes reverse-applies each run (after → before) onto the current content, newest first: a run
 whose after-image is the content as it stands is simply replaced by its before-image, any other
-by a three-way merge (`app.merge`). A file only the agent touched, or already at the target, is
+by a three-way merge (`app.text.merge`). A file only the agent touched, or already at the target, is
 `ready`; one whose undo needed a merge and merged cleanly is `mergeable` (the user's edits stay);
 otherwise it is `modified`, never silently overwritten, and restored (to `target`) only when the
 caller forces its key.
@@ -30,11 +30,11 @@ from app.errors import BadRequest, Conflict
 from app.events import FileOutcome
 from app.failpoints import failpoint
 from app.files import restore_file
-from app.merge import merge_bytes
 from app.store import Store
 from app.store.filechanges import FileSpan
 from app.store.journals import FileImage, JournalFile
-from app.textdiff import unified
+from app.text.diff import unified
+from app.text.merge import merge_bytes
 
 Status = Literal["ready", "mergeable", "modified"]
 FileAction = Literal["restored", "merged", "kept", "force_restored"]

@@ -51,14 +51,14 @@ from app.kernel.emit import Facts
 from app.kernel.ids import new_id
 from app.kernel.importcheck import validate
 from app.kernel.projects import Projects
-from app.kernel.runner import Turns
 from app.kernel.sessions import Sessions
+from app.kernel.turns.runner import Turns
 from app.kernel.usercontext import UserContext
 from app.kernel.usercontext.items import MAX_RULE_CHARS, clean_content
 from app.metrics import Metrics
 from app.staging import new_staging, place
 from app.store.imports import ImportPlan
-from app.text import scrub
+from app.text.surrogates import scrub
 from app.tools.base import change as file_change
 
 

@@ -18,7 +18,7 @@ from app.events import iso_time
 from app.files import write_json_atomic
 from app.kernel.ids import new_id, now_ns
 from app.logs import get_logger
-from app.text import scrub
+from app.text.surrogates import scrub
 
 DEFAULT_NAME = "New project"
 

@@ -16,8 +16,8 @@ from app import events as k
 from app.errors import BadRequest, Conflict
 from app.events import EventDraft, FileReviewResolved
 from app.kernel import filestate
-from app.kernel.runner import Turns
 from app.kernel.sessions import Sessions
+from app.kernel.turns.runner import Turns
 from app.store import Store
 
 ACTIONS = ("keep", "undo")

@@ -15,10 +15,10 @@ from typing import Any
 
 from app.errors import BadRequest, Conflict
 from app.kernel import filestate
-from app.kernel.activity import SessionBusy
-from app.kernel.queue import Queues
-from app.kernel.runner import Turns
 from app.kernel.sessions import Sessions
+from app.kernel.turns.activity import SessionBusy
+from app.kernel.turns.queue import Queues
+from app.kernel.turns.runner import Turns
 from app.store import Store
 
 CONTEXT_KEYS = ("attachments", "browser_elements", "workspace_files", "skill_ref", "command")

@@ -68,7 +68,7 @@ def _peer(address: Any) -> Peer:
 
 
 def connection_budget(settings: Settings) -> int:
-    """How many TCP connections may live at once (app.admission): `FOYA_MAX_CONNECTIONS`, else
+    """How many TCP connections may live at once (app.serve.admission): `FOYA_MAX_CONNECTIONS`, else
     half the descriptor limit, at most `CONNECTIONS_CEILING`. With the evicted ones still closing
     that is at most 3/4 of the limit; the rest is for SQLite, tools and provider connections."""
     if settings.max_connections is not None:

@@ -13,14 +13,14 @@ with `Connection: close`, and the end of the response waits while up to `LINGER_
 (`LINGER_SECONDS`) are read, so the client can finish its upload and read the answer and the
 close is a clean one (closing a socket with unread data sends a reset, and some stacks, Windows
 among them, then drop the answer the client had not read yet). HTTP/2 needs none of this: a
-stream ends on its own and the connection goes on (the `H2Protocol` fix below). app.serve wraps
-the app in it for every listener, the Unix socket included.
+stream ends on its own and the connection goes on (the `H2Protocol` fix below). app.serve.listeners
+wraps the app in it for every listener, the Unix socket included.
 
 **Closed connections kept for 120 s.** When a client closes an idle keep-alive connection (or
 one that never completed a head), `TCPServer` stops reading but its task group still waits for
 the keep-alive timer, so the socket sits in CLOSE-WAIT, holding a descriptor, for
 `keep_alive_timeout`. Our `TCPServer` stops that timer once reading has ended, so the socket is
-closed at once; app.admission relies on it (a connection it shuts down is gone, not parked).
+closed at once; app.serve.admission relies on it (a connection it shuts down is gone, not parked).
 
 **HTTP/2 `KeyError`** (pgjones/hypercorn#329, fixes not merged). When a response completes
 before the request body has arrived (a 401 to an upload, a 413 for an oversized one), hypercorn

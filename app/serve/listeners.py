@@ -12,9 +12,9 @@ closes listeners and waits at most `GRACEFUL_TIMEOUT` for requests in flight.
 We call hypercorn's `worker_serve` with our own sockets rather than `serve` with `fd://N`: that is
 where the transport hardening of a TCP listener plugs in.
 
-- Request heads (app.admission): hypercorn has no head timeout (its `read_timeout` bounds every
-  read and would cut silent SSE streams, so it stays off). The listening socket is wrapped so each
-  accepted connection must start a request within `FOYA_HEAD_TIMEOUT` (10 s, TLS handshake
+- Request heads (app.serve.admission): hypercorn has no head timeout (its `read_timeout` bounds
+  every read and would cut silent SSE streams, so it stays off). The listening socket is wrapped so
+  each accepted connection must start a request within `FOYA_HEAD_TIMEOUT` (10 s, TLS handshake
   included) and the live connections stay under a cap derived from RLIMIT_NOFILE (half of it,
   at most 4096; `FOYA_MAX_CONNECTIONS` overrides): at the cap the longest-idle connection is
   evicted. Once a request started, hypercorn's own timers apply
@@ -22,7 +22,7 @@ where the transport hardening of a TCP listener plugs in.
 - `accept()` failures for lack of descriptors (asyncio logs each one, with a traceback, many
   times a second) go through a loop exception handler that logs one line per 10 s with the
   number held back.
-- app.hypercorn_fixes: a refusal answered before its request body was read (401, 413, 400) no
+- app.serve.hypercorn_fixes: a refusal answered before its request body was read (401, 413, 400) no
   longer breaks HTTP/1.1 keep-alive (the body is drained, up to a bound, before the answer goes
   out; past it the answer says `Connection: close`), on every listener, the Unix socket included;
   a socket whose peer left is closed at once (hypercorn kept it in CLOSE-WAIT for the 120 s
@@ -52,12 +52,12 @@ from hypercorn.config import Config, Sockets
 from hypercorn.utils import wrap_app
 from starlette.types import ASGIApp
 
-from app import hypercorn_fixes
-from app.admission import Admission, connection_budget, throttle_accept_failures
 from app.errors import ConfigError, FoyaError
 from app.files import data_dir_lock
 from app.logs import get_logger
 from app.main import create_app
+from app.serve import hypercorn_fixes
+from app.serve.admission import Admission, connection_budget, throttle_accept_failures
 from app.settings import ServePlan, Settings
 
 GRACEFUL_TIMEOUT = 8.0

@@ -21,7 +21,7 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from app.textdiff import common_ends
+from app.text.diff import common_ends
 
 T = TypeVar("T", bound=Hashable)
 

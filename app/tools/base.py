@@ -20,7 +20,7 @@ from typing import Any, Literal, Protocol, TypeVar
 
 from app.events import FileChange
 from app.files import ProtectedPaths
-from app.textdiff import unified
+from app.text.diff import unified
 
 Action = Literal["read", "write", "delete", "execute"]
 T = TypeVar("T")
@@ -94,7 +94,7 @@ class ToolContext:
 
 class Tool(Protocol):
     """A tool the model can call. A tool class may also set `parallel = True` when calls of it
-    never change anything (they may then run side by side: `app.kernel.tooling`)."""
+    never change anything (they may then run side by side: `app.kernel.turns.tooling`)."""
 
     name: str
     description: str

@@ -24,9 +24,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from fake_provider import API_KEY, BOUND, FakeProvider, Script
-from fake_video_provider import FakeVideoProvider
-from helpers import Kernel, Launcher, base_env, threaded_server, wait_until
+
+from support.fake_provider import API_KEY, BOUND, FakeProvider, Script
+from support.fake_video_provider import FakeVideoProvider
+from support.helpers import Kernel, Launcher, base_env, threaded_server, wait_until
 
 JSON = "application/json"
 

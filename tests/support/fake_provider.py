@@ -86,17 +86,18 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from helpers import base_env, run_foya, short_tmpdir, wait_until
 from hypercorn.asyncio import serve
 from hypercorn.config import Config
-from streams_helpers import (
+
+from support.helpers import base_env, run_foya, short_tmpdir, wait_until
+from support.streams_helpers import (
     EventStream,
     Frame,
     Served,
     module_kernels,
     open_events,
 )
-from streams_helpers import parse_frame as parse_frame  # re-exported for the tests
+from support.streams_helpers import parse_frame as parse_frame  # re-exported for the tests
 
 BOUND = 20.0  # seconds: upper bound on any wait in the fake and the harness, only to never hang
 READ_TIMEOUT = 10.0  # below the kernel's 15 s SSE heartbeat, so a silent stream fails the read

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from helpers import threaded_server
+from support.helpers import threaded_server
 
 API_KEY = "sk-video-fake-key-0123456789"
 SEEDANCE = "/api/v3/contents/generations/tasks"

@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from fake_provider import Call, Session, answer, call, tools
-from streams_helpers import Frame
+
+from support.fake_provider import Call, Session, answer, call, tools
+from support.streams_helpers import Frame
 
 Snapshot = dict[str, tuple[bytes, int]]
 LINES = "".join(f"line {i}\n" for i in range(1, 9))  # 8 lines: room for non-overlapping edits

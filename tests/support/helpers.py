@@ -30,7 +30,7 @@ import httpx
 
 from app.ops.certs import self_signed
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 FOYA = (sys.executable, "-m", "app")
 READY_DEADLINE = 30.0  # upper bound while polling; a healthy start takes about a second
 STOP_DEADLINE = 10.0  # reference §4: graceful shutdown within 10 s

@@ -4,7 +4,7 @@
 manifest lists with its true SHA-256, so only the contents are hostile: injected rule
 directives, messages of the wrong types, JSON nested 200,000 deep, integers beyond 64 bits,
 huge strings, connections no kernel should keep. `chatbuddy_archive` does the same for a
-ChatBuddy backup (tests/chatbuddy_fixtures.py's §5 example, altered).
+ChatBuddy backup (tests/support/chatbuddy_fixtures.py's §5 example, altered).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import zipfile
 from dataclasses import dataclass, field
 from typing import Any
 
-from chatbuddy_fixtures import sample_payload, v2_zip
+from support.chatbuddy_fixtures import sample_payload, v2_zip
 
 T0 = 1781791200000 * 10**6
 # The kernel's own block marker, as a rule or memory file carries it.

@@ -16,16 +16,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from fake_provider import API_KEY, BOUND, FakeProvider
-
 from app import events as k
 from app.events import Event
 from app.kernel import Kernel
 from app.kernel.automations import Clock
 from app.kernel.emit import topic
-from app.kernel.inputs import TurnInput
+from app.kernel.turns.inputs import TurnInput
 from app.metrics import Metrics
 from app.settings import Settings
+from support.fake_provider import API_KEY, BOUND, FakeProvider
 
 T = TypeVar("T")
 

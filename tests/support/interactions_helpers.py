@@ -9,11 +9,10 @@ import itertools
 from collections.abc import Iterator
 from typing import Any
 
-from fake_provider import BOUND
-from inprocess import InProcess, tool_messages
-
 from app.events import Event
 from app.kernel.emit import topic
+from support.fake_provider import BOUND
+from support.inprocess import InProcess, tool_messages
 
 _models = itertools.count()
 

@@ -1,5 +1,5 @@
-"""The test MCP server (tests/mcp_servers/server.py) served over streamable HTTP, for the tests
-that need a real MCP server on the network (tests/test_mcp.py, tests/test_mcp_hostile.py)."""
+"""The test MCP server (tests/support/mcp_servers/server.py) served over streamable HTTP, for the
+tests that need a real MCP server on the network (tests/test_mcp.py, tests/test_mcp_hostile.py)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
-from fake_provider import BOUND
-from helpers import free_port, wait_until
+
+from support.fake_provider import BOUND
+from support.helpers import free_port, wait_until
 
 SERVER = Path(__file__).parent / "mcp_servers" / "server.py"
 

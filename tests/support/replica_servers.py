@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from helpers import TlsFiles, free_port, is_listening, wait_until
+from support.helpers import TlsFiles, free_port, is_listening, wait_until
 
 SSHD = Path("/usr/sbin/sshd")
 LITESTREAM = Path(sys.executable).parent / "litestream"

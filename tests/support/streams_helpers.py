@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from helpers import Kernel, Launcher
 from prometheus_client.parser import text_string_to_metric_families
 
 from app.store import Store
+from support.helpers import Kernel, Launcher
 
 SSE_HEADERS = {
     "content-type": "text/event-stream; charset=utf-8",

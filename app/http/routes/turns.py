@@ -7,8 +7,8 @@ from fastapi import APIRouter, Response
 from app.events import QueueItem
 from app.http.models import Decision, UpdateQueueItem
 from app.kernel import Kernel
-from app.kernel.compaction import Compacted
-from app.kernel.inputs import TurnAccepted, TurnInput
+from app.kernel.turns.compaction import Compacted
+from app.kernel.turns.inputs import TurnAccepted, TurnInput
 
 
 def router(kernel: Kernel) -> APIRouter:

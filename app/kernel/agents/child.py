@@ -30,10 +30,10 @@ from app.events import Event
 from app.kernel.agents.definitions import WORKER, Definition
 from app.kernel.agents.runs import AgentRun
 from app.kernel.emit import topic
-from app.kernel.inputs import TurnInput
-from app.kernel.runner import Turns
 from app.kernel.sessions import Sessions
 from app.kernel.streams import SessionStream
+from app.kernel.turns.inputs import TurnInput
+from app.kernel.turns.runner import Turns
 from app.tools.base import settled
 
 DEFAULT_MAX_TURNS = 20

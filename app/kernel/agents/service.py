@@ -40,12 +40,12 @@ from app.kernel.agents.package import NO_CONTEXT, ContextSelection, package
 from app.kernel.agents.runs import INTERRUPTED, AgentRun, AgentRunSnapshot, RunFiles
 from app.kernel.ids import iso_now, new_id
 from app.kernel.projects import ProjectNotFound, Projects
-from app.kernel.runner import Turns
 from app.kernel.sessions import Sessions
+from app.kernel.turns.runner import Turns
 from app.logs import get_logger
 from app.metrics import Metrics
 from app.settings import Settings
-from app.text import has_lone_surrogate
+from app.text.surrogates import has_lone_surrogate
 
 MAX_TASK_CHARS = 256 * 1024
 MAX_ID_CHARS = 256

@@ -19,10 +19,10 @@ from app.broker import Broker
 from app.errors import FoyaError
 from app.kernel.automations.store import AutomationInput, RunStatus
 from app.kernel.emit import topic
-from app.kernel.inputs import TurnInput
-from app.kernel.runner import Turns
 from app.kernel.sessions import Sessions
 from app.kernel.streams import SessionStream
+from app.kernel.turns.inputs import TurnInput
+from app.kernel.turns.runner import Turns
 
 TITLE_PREFIX = "Automation: "
 

@@ -52,8 +52,8 @@ from app.kernel.automations.store import (
     AutomationInput,
     AutomationWire,
 )
-from app.kernel.runner import Turns
 from app.kernel.sessions import Sessions
+from app.kernel.turns.runner import Turns
 from app.logs import get_logger
 from app.metrics import Metrics
 

@@ -9,8 +9,8 @@ from typing import Any
 from app.errors import FoyaError, NotFound
 from app.events import BACKGROUND_COMMAND_UPDATED, BackgroundCommand, EventDraft
 from app.kernel.background.entry import Entry, snapshot
-from app.kernel.runner import ToolNotRunning
 from app.kernel.sessions import Sessions
+from app.kernel.turns.runner import ToolNotRunning
 from app.logs import get_logger
 from app.store.events import SessionNotFound
 from app.tools.base import ToolContext, ToolError

@@ -12,7 +12,7 @@ A server's id is one name or, as the public registry names servers (and Foya kee
 `namespace/name` (`valid_id`); two ids whose tools would get the same names are refused.
 
 `exposure` (`direct`, `deferred`, `hidden`; our addition, default `direct` as Foya's MCP tools
-are) says how the server's tools reach the model (`app.kernel.tooling`).
+are) says how the server's tools reach the model (`app.kernel.turns.tooling`).
 
 Every error here is `McpUpdateFailed` (400 `mcp_update_failed`, Foya's code for a refused
 `PUT /mcp`); nothing is stored unless the whole configuration is valid.

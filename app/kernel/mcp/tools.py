@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from app.kernel.approvals import Ask
 from app.kernel.mcp.common import NotConnected, capped
 from app.kernel.mcp.config import name_prefix
-from app.kernel.tooling import ToolRunner, exposure
+from app.kernel.turns.tooling import ToolRunner, exposure
 from app.tools import ToolError, ToolResult
 from app.tools.base import Action, ToolContext
 

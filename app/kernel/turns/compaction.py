@@ -33,10 +33,10 @@ from app.events import (
 from app.events import CompactionFailed as Failed
 from app.events import CompactionStarted as Started
 from app.kernel import usage
-from app.kernel.context import summary_message
 from app.kernel.ids import iso_now, new_id
 from app.kernel.providers import Providers
 from app.kernel.sessions import Sessions
+from app.kernel.turns.context import summary_message
 from app.providers.base import ChatRequest, Provider, ProviderError, Usage
 from app.store import Store
 from app.store.checkpoints import CHECKPOINT_VERSION

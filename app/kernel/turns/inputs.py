@@ -10,7 +10,7 @@ the artifact is part of the conversation and `DELETE` refuses it (`artifact_comm
 references): at most 16, each an existing regular file inside the workspace, not a symbolic
 link and not protected (`app.kernel.workspace.existing_file`). They are stored canonical
 (relative, cleaned, without duplicates) on the queue item and the user message; the model is
-told of each file by its path and reads it with its tools (`app.kernel.context`), as in Foya:
+told of each file by its path and reads it with its tools (`app.kernel.turns.context`), as in Foya:
 its content is never copied into the log. A path that does not pass is 400
 `invalid_queue_message`, Foya's code, and nothing is stored.
 """
@@ -32,7 +32,7 @@ from app.files import ProtectedPaths
 from app.kernel.connections import Connections
 from app.kernel.sessions import Sessions
 from app.kernel.workspace import existing_file
-from app.text import has_lone_surrogate
+from app.text.surrogates import has_lone_surrogate
 
 MAX_ELEMENTS, MAX_ELEMENT_BYTES, MAX_ELEMENTS_BYTES, MAX_FILES = 8, 40 * 1024, 96 * 1024, 16
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from app.errors import BadRequest, NotFound
 from app.events import QueueItem, input_context
 from app.kernel.ids import iso_now, new_id
-from app.kernel.inputs import Accepted
+from app.kernel.turns.inputs import Accepted
 
 
 class QueueItemNotFound(NotFound):

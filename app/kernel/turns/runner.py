@@ -1,9 +1,9 @@
 """Turns: one turn at a time per session, with its queue, compaction and cancel.
 
-A session's state (`app.kernel.activity`) says what it is doing. A busy session (`turn`) has
-one runner task: it runs a turn (`app.kernel.turn`), then the next queued input, until the queue
-is empty or a cancel pauses it; the moment it has nothing left to run the session is idle again,
-before the task itself winds down. A compaction (`compaction`) or a rewind or review undo
+A session's state (`app.kernel.turns.activity`) says what it is doing. A busy session (`turn`) has
+one runner task: it runs a turn (`app.kernel.turns.turn`), then the next queued input, until the
+queue is empty or a cancel pauses it; the moment it has nothing left to run the session is idle
+again, before the task itself winds down. A compaction (`compaction`) or a rewind or review undo
 (`exclusive`) holds the session the same way; input arriving meanwhile is queued and starts when
 the session is idle again.
 
@@ -29,21 +29,21 @@ from app.events import (
     TurnCancelRequested,
 )
 from app.files import ProtectedPaths
-from app.kernel import inputs
-from app.kernel.activity import Activities, Activity
 from app.kernel.approvals import Approvals
 from app.kernel.binding import rebinding
-from app.kernel.compaction import Compacted, Compactor, compacted
 from app.kernel.hooks import Hooks
 from app.kernel.ids import iso_now
-from app.kernel.inputs import Accepted, TurnAccepted, TurnInput
 from app.kernel.providers import Providers
-from app.kernel.queue import Queues, as_input
 from app.kernel.sessions import Sessions
-from app.kernel.steps import Run, Steps
-from app.kernel.titles import Titles
-from app.kernel.tooling import ToolRunner
-from app.kernel.turn import Answered, TurnCycle
+from app.kernel.turns import inputs
+from app.kernel.turns.activity import Activities, Activity
+from app.kernel.turns.compaction import Compacted, Compactor, compacted
+from app.kernel.turns.inputs import Accepted, TurnAccepted, TurnInput
+from app.kernel.turns.queue import Queues, as_input
+from app.kernel.turns.steps import Run, Steps
+from app.kernel.turns.titles import Titles
+from app.kernel.turns.tooling import ToolRunner
+from app.kernel.turns.turn import Answered, TurnCycle
 from app.kernel.usercontext.prompt import PromptContext
 from app.logs import get_logger
 from app.metrics import Metrics

@@ -30,13 +30,14 @@ from app.events import (
     ToolBegin,
     ToolUpdate,
 )
-from app.kernel import compaction, context, usage
-from app.kernel.compaction import Compactor
+from app.kernel import usage
 from app.kernel.ids import iso_now
-from app.kernel.loopguard import LoopGuard
 from app.kernel.providers import Providers
 from app.kernel.sessions import Sessions
-from app.kernel.tooling import Emit, ToolRunner, parsed
+from app.kernel.turns import compaction, context
+from app.kernel.turns.compaction import Compactor
+from app.kernel.turns.loopguard import LoopGuard
+from app.kernel.turns.tooling import Emit, ToolRunner, parsed
 from app.kernel.usercontext.prompt import PromptContext, Where, activity
 from app.logs import get_logger
 from app.metrics import Metrics

@@ -38,8 +38,8 @@ from app.events import Message, ToolUpdate
 from app.kernel.approvals import Approvals, Ask, Decision
 from app.kernel.filestate import roll_back
 from app.kernel.ids import iso_now, new_id
-from app.kernel.loopguard import LoopGuard, call_signature, gate_text
 from app.kernel.providers import Providers
+from app.kernel.turns.loopguard import LoopGuard, call_signature, gate_text
 from app.logs import get_logger
 from app.store import Store
 from app.store.journals import TOOL_CHANGE, FileImage, JournalFile

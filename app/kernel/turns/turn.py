@@ -7,8 +7,8 @@
    hook: <reason>") and `turn_complete{failed, error}` are, in one commit, and the turn is
    answered `started` like any other (Foya's facts and answer), so every client sees the
    refusal on the session's stream.
-2. `run`: steps (`app.kernel.steps`) while the model asks for tools. When the model is done the
-   `Stop` hooks may deny the ending, once per turn: their reason is stored as a system message
+2. `run`: steps (`app.kernel.turns.steps`) while the model asks for tools. When the model is done
+   the `Stop` hooks may deny the ending, once per turn: their reason is stored as a system message
    and the model gets one more round. The turn's `PermissionRequest` hooks reach approvals
    through `app.kernel.approvals.permission_hooks`, set in the turn's own task.
 3. `turn_complete`, whatever happened: a cancel keeps the partial reply (`turn_status`
@@ -38,10 +38,10 @@ from app.events import EventDraft, Message, TurnComplete, TurnStarted, input_con
 from app.kernel.approvals import Ask, Decision, permission_hooks
 from app.kernel.hooks import PERMISSION_REQUEST, STOP, USER_PROMPT_SUBMIT, Hooks, Outcome
 from app.kernel.ids import iso_now, new_id
-from app.kernel.inputs import Accepted
 from app.kernel.sessions import Sessions
-from app.kernel.steps import Run, Steps
-from app.kernel.titles import Titles
+from app.kernel.turns.inputs import Accepted
+from app.kernel.turns.steps import Run, Steps
+from app.kernel.turns.titles import Titles
 from app.logs import get_logger
 from app.providers.base import ProviderError
 

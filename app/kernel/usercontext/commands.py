@@ -55,9 +55,9 @@ from pydantic import BaseModel, WithJsonSchema
 from app.errors import BadRequest, NotFound
 from app.events import iso_time
 from app.files import replace_atomic
-from app.kernel.inputs import TurnAccepted, TurnInput
 from app.kernel.projects import Projects
 from app.kernel.sessions import Sessions
+from app.kernel.turns.inputs import TurnAccepted, TurnInput
 from app.kernel.usercontext.markdown import (
     Malformed,
     parse_front_matter,
@@ -406,7 +406,7 @@ class Commands:
         self, session: str, name: str, args: str, workspace_files: list[str] | None = None
     ) -> CommandExecution:
         """Expand the session's command `name` with `args` and submit it as a turn, with the
-        workspace files the user picked (`app.kernel.inputs`; refused ones start nothing)."""
+        workspace files the user picked (`app.kernel.turns.inputs`; refused ones start nothing)."""
         roots = await self._session_roots(session)
         wanted = name.strip().removeprefix("/")
         if wanted == PLAN.name:

@@ -35,7 +35,7 @@ from app.kernel.usercontext.items import (
     rule_path,
 )
 from app.kernel.usercontext.journal import ContextJournal
-from app.text import scrub
+from app.text.surrogates import scrub
 
 T = TypeVar("T")
 RULE_OPTIONS = ("name", "description", "trigger", "globs", "path")

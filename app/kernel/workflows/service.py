@@ -40,9 +40,9 @@ from app import events as k
 from app.errors import BadRequest, FoyaError, NotFound
 from app.events import EventDraft
 from app.kernel.ids import iso_now, new_id
-from app.kernel.inputs import TurnAccepted, TurnInput, validate_turn
-from app.kernel.runner import Turns
 from app.kernel.sessions import Sessions
+from app.kernel.turns.inputs import TurnAccepted, TurnInput, validate_turn
+from app.kernel.turns.runner import Turns
 from app.kernel.workflows import policy, records
 from app.kernel.workflows.records import OPEN, Status, Workflow
 from app.logs import get_logger

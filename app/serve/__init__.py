@@ -1,0 +1,1 @@
+"""Serving: listeners (Unix socket, TCP, TLS), admission control, and hypercorn's quirks fixed."""

@@ -1,0 +1,1 @@
+"""Text: lone surrogates (surrogates), line diffs (diff) and three-way merges (merge)."""

@@ -1,0 +1,1 @@
+"""Helpers the tests share: fakes of outside services, rigs and shape checkers."""
