@@ -16,9 +16,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Literal, TypedDict
 
 TOOL_STATUSES = ("queued", "running", "done", "error")
+#: A tool card's state on the wire, one of `TOOL_STATUSES`.
+Status = Literal["queued", "running", "done", "error"]
+
+
+class ShownCall(TypedDict):
+    """A tool call as the client's `ToolCallView` reads it."""
+
+    id: str
+    name: str
+    input: str  # the arguments as JSON text
+    status: Status
 
 
 def arguments_text(value: Any) -> str:
@@ -40,9 +51,9 @@ def chat_message(message: Mapping[str, Any], results: Mapping[str, bool] | None 
     return shaped
 
 
-def _call(call: Mapping[str, Any], results: Mapping[str, bool]) -> dict[str, Any]:
+def _call(call: Mapping[str, Any], results: Mapping[str, bool]) -> ShownCall:
     found = results.get(str(call.get("id")))
-    status = "queued" if found is None else ("error" if found else "done")
+    status: Status = "queued" if found is None else ("error" if found else "done")
     return {
         "id": str(call.get("id") or ""),
         "name": str(call.get("name") or ""),

@@ -18,12 +18,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol, TypeVar
 
-from app.events import FileChange
+from app.events import FileChange, Kind
 from app.files import ProtectedPaths
+from app.jsontypes import JSONObject
 from app.text.diff import unified
 
 Action = Literal["read", "write", "delete", "execute"]
 T = TypeVar("T")
+P = TypeVar("P")  # an event kind's payload type
 
 
 class ToolError(Exception):
@@ -56,11 +58,14 @@ async def _no_intent(intent: FileIntent) -> None:
     return None
 
 
-#: Store and publish one event of the running turn on its session's stream: (kind, payload).
-Emit = Callable[[str, Any], Awaitable[None]]
+class Emit(Protocol):
+    """Store and publish one event of the running turn on its session's stream: a kind and a
+    payload of the type it names."""
+
+    def __call__(self, kind: Kind[P], payload: P, /) -> Awaitable[None]: ...
 
 
-async def _no_emit(kind: str, payload: Any) -> None:
+async def _no_emit(kind: Kind[P], payload: P) -> None:
     return None
 
 
@@ -98,18 +103,18 @@ class Tool(Protocol):
 
     name: str
     description: str
-    parameters: dict[str, Any]
+    parameters: JSONObject
 
-    def action(self, args: dict[str, Any]) -> Action: ...
+    def action(self, args: JSONObject) -> Action: ...
 
-    def resource(self, args: dict[str, Any], ctx: ToolContext) -> Path | None:
+    def resource(self, args: JSONObject, ctx: ToolContext) -> Path | None:
         """The path the call touches (None for commands)."""
         ...
 
-    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult: ...
+    async def run(self, args: JSONObject, ctx: ToolContext) -> ToolResult: ...
 
 
-def schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+def schema(properties: JSONObject, required: list[str]) -> JSONObject:
     return {
         "type": "object",
         "properties": properties,
