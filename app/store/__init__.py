@@ -1,4 +1,5 @@
-"""The event store: `<data-dir>/foya.db`, one connection on one thread (DESIGN §3-4).
+"""The event store: `<data-dir>/foya.db`, one connection on one thread, which runs every read
+and write in order (writes grouped into shared commits: `app.store.db`).
 
 `Store` is the async façade the kernel uses. Every method runs its SQL on the store thread; a
 write returns only after the COMMIT that holds it returned.
@@ -8,21 +9,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from app.events import Checkpoint, Event, EventDraft, FileOutcome, Message
+from app.events import Checkpoint, Event, EventDraft, FileOutcome, Message, Usage
 from app.store import (
     blobs,
     checkpoints,
     filechanges,
     history,
     imports,
-    jobs,
     journals,
     recent,
-    retention,
     sessions,
     snapshots,
     usage,
@@ -30,25 +28,17 @@ from app.store import (
 from app.store import events as log
 from app.store.db import Database
 from app.store.schema import SchemaTooNew, migrate
+from app.store.upkeep import RecoveryReport, Upkeep
+from app.store.usage import Boundary
 
-__all__ = ["RecoveryReport", "SchemaTooNew", "Store"]
+__all__ = ["Boundary", "RecoveryReport", "SchemaTooNew", "Store"]
 
 T = TypeVar("T")
 DB_NAME = "foya.db"
 
 
-@dataclass(frozen=True)
-class RecoveryReport:
-    """What startup recovery changed."""
-
-    sessions_reset: int
-    turns_interrupted: int
-    file_changes_pruned: int
-    pending_journals: list[journals.Journal]
-
-
-class Store:
-    """Facts, projections and session rows."""
+class Store(Upkeep):
+    """Facts, projections and session rows (and, from `Upkeep`, recovery and cleanup jobs)."""
 
     def __init__(self, data_dir: Path) -> None:
         self.path = data_dir / DB_NAME
@@ -237,12 +227,12 @@ class Store:
 
     # -- usage ---------------------------------------------------------------------------------
 
-    async def last_usage(self, session: str) -> dict[str, Any] | None:
+    async def last_usage(self, session: str) -> Usage | None:
         return await self.db.read(lambda c: usage.last_request(c, session))
 
     async def request_inputs(
         self, session: str, route: str
-    ) -> tuple[Checkpoint | None, list[Message], dict[str, Any] | None]:
+    ) -> tuple[Checkpoint | None, list[Message], Boundary | None]:
         """What a model request is built from, in one read: the valid checkpoint, the active
         messages after it and the last accepted request of `route`. One trip to the store
         thread instead of three, on the path to a turn's first delta."""
@@ -262,7 +252,7 @@ class Store:
         found, history, accepted = read
         return found, history, accepted
 
-    async def boundary(self, session: str, route: str) -> dict[str, Any] | None:
+    async def boundary(self, session: str, route: str) -> Boundary | None:
         """The last accepted request of (session, route): through_seq and its real usage."""
         return await self.db.read(lambda c: usage.boundary(c, session, route))
 
@@ -275,45 +265,3 @@ class Store:
     async def put_snapshot(self, session: str, run_id: str, message: Message) -> None:
         """Replace the session's partial-message snapshot."""
         await self.db.write(lambda c: snapshots.put(c, session, run_id, message, time.time_ns()))
-
-    # -- lifecycle -----------------------------------------------------------------------------
-
-    async def recover(self) -> RecoveryReport:
-        """Startup recovery (seed 000 "重启恢复"): reset phases, drop partial streams, prune."""
-
-        def run(c: Any) -> RecoveryReport:
-            interrupted = snapshots.settle_all(c)
-            reset = c.execute("UPDATE sessions SET phase = 'idle' WHERE phase != 'idle'").rowcount
-            pruned = retention.prune(c, time.time_ns())
-            return RecoveryReport(reset, interrupted, pruned, journals.pending(c))
-
-        return await self.db.write(run)
-
-    async def finish_journal(self, journal: int) -> None:
-        await self.db.write(lambda c: journals.finish(c, journal))
-
-    # -- cleanup jobs ----------------------------------------------------------------------------
-
-    async def schedule_job(
-        self, kind: str, run_after_ns: int, payload: dict[str, Any] | None = None
-    ) -> int | None:
-        """Add a job unless one of `kind` is already waiting (used for periodic work)."""
-        return await self.db.write(
-            lambda c: jobs.schedule(c, kind, run_after_ns, payload, unique=True)
-        )
-
-    async def due_jobs(self, now_ns: int) -> list[jobs.Job]:
-        return await self.db.read(lambda c: jobs.due(c, now_ns))
-
-    async def next_job_at(self) -> int | None:
-        return await self.db.read(jobs.next_due)
-
-    async def job_done(self, job: int) -> None:
-        await self.db.write(lambda c: jobs.done(c, job))
-
-    async def job_failed(self, job: int, retry_at_ns: int) -> None:
-        await self.db.write(lambda c: jobs.retry(c, job, retry_at_ns))
-
-    async def prune(self) -> int:
-        """Apply file-change retention now; return rows pruned."""
-        return await self.db.write(lambda c: retention.prune(c, time.time_ns()))

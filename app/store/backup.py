@@ -1,5 +1,5 @@
-"""Consistent copies of a live `foya.db` (seed 000 "备份": the SQLite backup API, never a file
-copy of a database whose WAL may hold committed transactions).
+"""Consistent copies of a live `foya.db`: the SQLite backup API, never a file copy of a database
+whose WAL may hold committed transactions.
 
 `snapshot` copies every page in one backup step, which reads inside one transaction: the copy
 is the database as of one instant, while the kernel keeps appending (WAL readers never block

@@ -1,4 +1,4 @@
-"""File contents keyed by SHA-256, gzip-compressed, stored once (seed 000 "文件 Blob")."""
+"""File contents keyed by SHA-256, gzip-compressed, stored once."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ A checkpoint (the payload of `compaction_completed`) is accepted only in the cur
 `source_digest` equal to the digest of the active message seqs it covers — so a rewind or any
 change below the boundary invalidates it. A missing, corrupt or invalid row is rebuilt from the
 newest valid `compaction_completed` after the last `history_rewound`, or dropped so the model
-history falls back to raw messages (seed 001 "Checkpoint 恢复").
+history falls back to raw messages.
 """
 
 from __future__ import annotations

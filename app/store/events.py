@@ -20,7 +20,7 @@ class SessionNotFound(NotFound):
 
 
 class SessionDeleted(NotFound):
-    """The session was deleted; late appends are refused (seed 001 "删除边界")."""
+    """The session was deleted; late appends are refused."""
 
 
 def require_live_session(conn: sqlite3.Connection, session: str) -> None:

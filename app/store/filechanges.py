@@ -1,4 +1,4 @@
-"""Recorded file changes read back as spans, for file review and rewind (seed 000 "文件 Blob")."""
+"""Recorded file changes read back as spans, for file review and rewind."""
 
 from __future__ import annotations
 

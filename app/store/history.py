@@ -1,4 +1,5 @@
-"""History operations as facts (seed 001): rewind, fork and the one exception, delete."""
+"""History operations as facts (a change is a new event; nothing stored is rewritten): rewind,
+fork, and the one exception, delete."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ class HistoryChanged(Conflict):
 
 
 class NotAUserMessage(BadRequest):
-    """Rewind targets a user message."""
+    """A rewind to something other than a user message (or to a seq that cannot be one)."""
 
     code = "invalid_message_seq"
 

@@ -1,4 +1,4 @@
-"""Deferred cleanup work (`cleanup_jobs`, seed 000 "延迟清理任务").
+"""Deferred cleanup work (`cleanup_jobs`).
 
 Some work happens outside the database after a commit (removing a deleted session's directories)
 or on a schedule (file-change retention). A job is written in the transaction that makes it
@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 import sqlite3
 from dataclasses import dataclass
-from typing import Any
 
+from app.jsontypes import JSONObject
 from app.store.projections import dumps
 
 
@@ -20,7 +20,7 @@ from app.store.projections import dumps
 class Job:
     id: int
     kind: str
-    payload: dict[str, Any]
+    payload: JSONObject
     attempts: int
 
 
@@ -28,7 +28,7 @@ def schedule(
     conn: sqlite3.Connection,
     kind: str,
     run_after_ns: int,
-    payload: dict[str, Any] | None = None,
+    payload: JSONObject | None = None,
     *,
     unique: bool = False,
 ) -> int | None:

@@ -11,10 +11,10 @@ import functools
 import json
 import sqlite3
 from collections.abc import Callable
-from typing import Any
 
 from app import events as k
 from app.events import Event, compact_json
+from app.jsontypes import JSONObject
 from app.store import blobs
 
 #: The one encoding of stored payloads and projection rows.
@@ -79,7 +79,8 @@ def _message(conn: sqlite3.Connection, event: Event, verify_blobs: bool) -> None
         )
 
 
-def _tokens(usage: dict[str, Any]) -> tuple[int, int, int, int]:
+def _tokens(usage: JSONObject) -> tuple[int, int, int, int]:
+    # Decoded from the log, maybe stored by another version: each count is checked.
     def n(key: str) -> int:
         value = usage.get(key) or 0
         return int(value) if isinstance(value, int | float) else 0

@@ -1,4 +1,4 @@
-"""File-change retention (seed 000 "File Change 保留"): file recovery is not a backup.
+"""File-change retention: file recovery is not a backup.
 
 For unpinned sessions a file change is kept while it lies within the range of the session's last
 `KEEP_USER_MESSAGES` user messages and is younger than `MAX_AGE_DAYS`; older ones are pruned and

@@ -2,7 +2,6 @@
 
 Each migration runs in its own transaction together with the version bump. A database whose
 version is newer than this code knows is refused untouched (`SchemaTooNew`), never opened.
-Tables follow seed 000 and reference §6.
 """
 
 from __future__ import annotations

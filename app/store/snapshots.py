@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 from app import events as k
-from app.events import EventDraft, Message, iso_time
+from app.events import EventDraft, Message, TurnComplete, iso_time
 from app.store.events import append
 
 
@@ -48,14 +48,16 @@ def settle_all(conn: sqlite3.Connection) -> int:
             (session, run_id),
         ).fetchone()
         reply = _last(conn, session, "kind = 'message_end' AND run_id = ?", run_id)
-        message = json.loads(snapshot[0]) if snapshot is not None else {}
+        # Without a snapshot there is no text to keep: an empty message, never appended.
+        message: Message = json.loads(snapshot[0]) if snapshot is not None else {"role": ""}
         fresh = snapshot is not None and (reply is None or reply[2] < snapshot[1])
         if fresh and (message.get("content") or message.get("reasoning")):
             # Text streamed after the run's last recorded message: keep it.
-            message.update(turn_completed_at=now, turn_status="failed", turn_reason="interrupted")
+            message["turn_completed_at"] = now
+            message["turn_status"], message["turn_reason"] = "failed", "interrupted"
             append(conn, EventDraft(session, k.MESSAGE_END, message, run_id))
         started_at = json.loads(payload or "{}").get("started_at", iso_time(when))
-        done = {
+        done: TurnComplete = {
             "run_id": run_id,
             "started_at": started_at,
             "completed_at": now,

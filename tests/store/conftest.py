@@ -16,16 +16,17 @@ import sys
 import time
 from collections.abc import Coroutine, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import pytest
 
 from app import events as k
-from app.events import Event, EventDraft
+from app.events import Checkpoint, Event, EventDraft, FileChange, Kind, Message
 from app.store import Store
 from app.store.checkpoints import CHECKPOINT_VERSION, source_digest
 
 T = TypeVar("T")
+P = TypeVar("P")
 
 REPO = Path(__file__).resolve().parents[2]
 FOYA = (sys.executable, "-m", "app")
@@ -45,11 +46,11 @@ def session_row(sid: str, **fields: Any) -> dict[str, Any]:
     return {"id": sid, "created_at_ns": now, "updated_at_ns": now, **fields}
 
 
-def user(text: str = "hi") -> dict[str, Any]:
+def user(text: str = "hi") -> Message:
     return {"role": "user", "content": text}
 
 
-def assistant(text: str = "ok") -> dict[str, Any]:
+def assistant(text: str = "ok") -> Message:
     return {"role": "assistant", "content": text}
 
 
@@ -61,10 +62,10 @@ def tool_change(
     before_mode: int | None = 0o644,
     after_mode: int | None = 0o644,
     text: str = "edited",
-) -> tuple[dict[str, Any], dict[str, bytes]]:
+) -> tuple[Message, dict[str, bytes]]:
     """A tool Message carrying a `file_change`, and the blobs it references."""
     blobs = {sha(b): b for b in (before, after) if b is not None}
-    change = {
+    change: FileChange = {
         "path": path,
         "before_exists": before is not None,
         "before_mode": before_mode if before is not None else None,
@@ -75,25 +76,41 @@ def tool_change(
     return {"role": "tool", "content": text, "file_change": change}, blobs
 
 
-def draft(session: str, kind: str, payload: Any = None, **kw: Any) -> EventDraft:
-    return EventDraft(session, kind, payload, **kw)
+def draft(
+    session: str,
+    kind: Kind[P],
+    payload: P,
+    run_id: str | None = None,
+    blobs: dict[str, bytes] | None = None,
+) -> EventDraft:
+    return EventDraft(session, kind, payload, run_id, blobs)
 
 
-def say(store: Store, session: str, message: dict[str, Any], **kw: Any) -> Event:
+def say(
+    store: Store,
+    session: str,
+    message: Message,
+    run_id: str | None = None,
+    blobs: dict[str, bytes] | None = None,
+) -> Event:
     """Append one `message_end`."""
-    return run(store.append(EventDraft(session, k.MESSAGE_END, message, **kw)))
+    return run(store.append(EventDraft(session, k.MESSAGE_END, message, run_id, blobs)))
 
 
-def checkpoint_for(store: Store, session: str, through: int, cid: str = "c1") -> dict[str, Any]:
+def checkpoint_for(store: Store, session: str, through: int, cid: str = "c1") -> Checkpoint:
     """A valid checkpoint payload for the session's current active history up to `through`."""
     digest = store.db.call(lambda c: source_digest(c, session, through), write=False)
-    return {
-        "version": CHECKPOINT_VERSION,
-        "id": cid,
-        "through_seq": through,
-        "source_digest": digest,
-        "summary": f"summary {cid}",
-    }
+    # Only the fields the store checks: it keeps a checkpoint without the summary's figures.
+    return cast(
+        Checkpoint,
+        {
+            "version": CHECKPOINT_VERSION,
+            "id": cid,
+            "through_seq": through,
+            "source_digest": digest,
+            "summary": f"summary {cid}",
+        },
+    )
 
 
 def rows(store: Store, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:

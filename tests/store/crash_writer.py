@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from app import events as k
-from app.events import EventDraft
+from app.events import EventDraft, FileChange, Message
 from app.store import Store
 
 SESSION = "crash"
@@ -37,7 +37,7 @@ def draft(task: int, i: int) -> EventDraft:
     own = f"task {task} write {i}\n".encode()
     before = SHARED if i % 2 else None
     blobs = {hashlib.sha256(b).hexdigest(): b for b in (own, before) if b is not None}
-    change = {
+    change: FileChange = {
         "path": f"/w/t{task}.txt",
         "before_exists": before is not None,
         "before_mode": 0o644 if before is not None else None,
@@ -45,7 +45,7 @@ def draft(task: int, i: int) -> EventDraft:
         "before_blob": hashlib.sha256(before).hexdigest() if before is not None else None,
         "after_blob": hashlib.sha256(own).hexdigest(),
     }
-    payload = {"role": "tool", "content": "edited", "file_change": change}
+    payload: Message = {"role": "tool", "content": "edited", "file_change": change}
     return EventDraft(SESSION, k.MESSAGE_END, payload, blobs=blobs)
 
 

@@ -7,11 +7,12 @@ import gzip
 import hashlib
 import threading
 from pathlib import Path
+from typing import cast
 
 import pytest
 
 from app import events as k
-from app.events import EventDraft
+from app.events import ContextRequestAccepted, EventDraft, FileReviewResolved, Usage
 from app.files import data_dir_lock
 from app.store import Store
 from app.store import events as log
@@ -46,20 +47,26 @@ def populate(data_dir: Path) -> dict[str, int]:
         tool = say(store, "a", msg, blobs=blobs).seq
         msg, blobs = tool_change("/w/y", SHARED)
         other_tool = say(store, "b", msg, blobs=blobs).seq
-        run(store.append(EventDraft("a", k.USAGE_UPDATED, {"model": "m", "input_tokens": 5})))
-        run(store.append(EventDraft("b", k.USAGE_UPDATED, {"model": "n", "output_tokens": 2})))
+        # Partial usages and boundary: the projections read a missing count or size as 0.
+        spent = cast(Usage, {"model": "m", "input_tokens": 5})
+        run(store.append(EventDraft("a", k.USAGE_UPDATED, spent)))
+        spent = cast(Usage, {"model": "n", "output_tokens": 2})
+        run(store.append(EventDraft("b", k.USAGE_UPDATED, spent)))
         run(store.append(EventDraft("a", k.COMPACTION_COMPLETED, checkpoint_for(store, "a", u0))))
-        boundary = {"session_id": "a", "route": "r", "through_seq": tool}
+        boundary = cast(
+            ContextRequestAccepted, {"session_id": "a", "route": "r", "through_seq": tool}
+        )
         run(store.append(EventDraft("a", k.CONTEXT_REQUEST_ACCEPTED, boundary)))
         u1 = say(store, "a", user("u1")).seq
         say(store, "a", assistant("a1"))
         run(store.rewind("a", u1, expected_head_seq=run(store.history_head("a"))))
-        review = {"action": "kept", "through_seq": other_tool}
+        review: FileReviewResolved = {"action": "kept", "through_seq": other_tool}
         run(store.append(EventDraft("b", k.FILE_REVIEW_RESOLVED, review)))
         run(store.fork("a", session_row("f"), None, "t"))
         run(store.create_session(session_row("gone")))
         say(store, "gone", user("bye"))
-        run(store.append(EventDraft("gone", k.USAGE_UPDATED, {"model": "m", "input_tokens": 9})))
+        spent = cast(Usage, {"model": "m", "input_tokens": 9})
+        run(store.append(EventDraft("gone", k.USAGE_UPDATED, spent)))
         run(store.delete_session("gone"))
     finally:
         store.close()
@@ -285,7 +292,7 @@ def test_ledgers_outlive_deleted_sessions(data_dir: Path) -> None:
 
 def test_check_accepts_a_dropped_invalid_checkpoint(data_dir: Path) -> None:
     # A compaction can finish after a rewind moved history under it: its checkpoint is stale when
-    # appended. `Store.checkpoint()` then drops the projection row (seed 001 "Checkpoint 恢复").
+    # appended. `Store.checkpoint()` then drops the projection row.
     # That is a legitimate state, so `foya check` must not call it a difference.
     store = Store(data_dir)
     store.open()
@@ -324,7 +331,8 @@ def test_check_has_no_false_differences_while_the_store_is_written(data_dir: Pat
         run(store.create_session(session_row("a")))
         drafts = [EventDraft("a", k.MESSAGE_END, user(str(i))) for i in range(10_000)]
         store.db.call(lambda c: log.append_all(c, drafts))
-        usage = EventDraft("a", k.USAGE_UPDATED, {"model": "m", "input_tokens": 1})
+        # A partial usage: a missing count is 0.
+        usage = EventDraft("a", k.USAGE_UPDATED, cast(Usage, {"model": "m", "input_tokens": 1}))
 
         async def write() -> None:
             while not stop.is_set():

@@ -1,15 +1,16 @@
-"""File changes read back as spans, rewind/review projections, rewind journals and cleanup jobs
-(seed 000 "文件 Blob", "File Change 保留", "cleanup_jobs"; seed 001 "历史回退")."""
+"""File changes read back as spans, rewind/review projections, rewind journals, retention and
+cleanup jobs."""
 
 from __future__ import annotations
 
 import asyncio
 import time
+from typing import cast
 
 import pytest
 
 from app import events as k
-from app.events import EventDraft
+from app.events import EventDraft, FileOutcome
 from app.kernel.maintenance import PRUNE_FILE_CHANGES, PRUNE_INTERVAL_NS, RETRY_NS, Maintenance
 from app.store import Store, jobs, journals
 from app.store import events as log
@@ -75,7 +76,7 @@ def test_a_rewind_forgets_its_journal_in_its_own_transaction(store: Store) -> No
     jid = run(store.begin_restore("a", target, files))
     assert count(store, "file_rewind_journals") == 1
     with pytest.raises(HistoryChanged):  # refused: the journal stays for recovery
-        run(store.rewind("a", target, target + 1, [{"path": "/w/f"}], jid))
+        run(store.rewind("a", target, target + 1, [cast(FileOutcome, {"path": "/w/f"})], jid))
     assert count(store, "file_rewind_journals") == 1
     run(store.rewind("a", target, target, [{"path": "/w/f", "action": "restored"}], jid))
     assert count(store, "file_rewind_journals") == 0

@@ -14,13 +14,20 @@ import sqlite3
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from app import events as k
-from app.events import EventDraft
+from app.events import (
+    Checkpoint,
+    ContextRequestAccepted,
+    EventDraft,
+    FileReviewResolved,
+    Message,
+    Usage,
+)
 from app.store import Store
 from app.store.check import check
 from app.store.events import SessionDeleted
@@ -68,7 +75,7 @@ OPS = st.one_of(
 @dataclass
 class Msg:
     seq: int
-    payload: dict[str, Any]
+    payload: Message
     active: bool = True
 
 
@@ -76,7 +83,7 @@ class Msg:
 class Sess:
     msgs: list[Msg] = field(default_factory=list)
     events: list[tuple[int, str]] = field(default_factory=list)
-    checkpoint: dict[str, Any] | None = None
+    checkpoint: Checkpoint | None = None
     boundaries: dict[str, tuple[int, int]] = field(default_factory=dict)
     usage: list[tuple[int, str, int, int]] = field(default_factory=list)
     # event_seq -> (path, before hash, after hash, review state)
@@ -116,6 +123,7 @@ class Model:
 
 async def apply(store: Store, model: Model, op: tuple[Any, ...]) -> None:
     name, args = op[0], op[1:]
+    sid: str | None
     if name == "create":
         if len(model.sessions) < 3:
             sid = model.new_id()
@@ -127,10 +135,14 @@ async def apply(store: Store, model: Model, op: tuple[Any, ...]) -> None:
         if not model.deleted:
             return
         sid = sorted(model.deleted)[0]
-        payload = {"role": "user", "content": "late"} if args[0] == "user" else {"model": "m1"}
-        kind = k.MESSAGE_END if args[0] == "user" else k.USAGE_UPDATED
+        late = (
+            EventDraft(sid, k.MESSAGE_END, {"role": "user", "content": "late"})
+            if args[0] == "user"
+            # A partial usage will do: an append to a deleted session is refused.
+            else EventDraft(sid, k.USAGE_UPDATED, cast(Usage, {"model": "m1"}))
+        )
         try:
-            await store.append(EventDraft(sid, kind, payload))
+            await store.append(late)
         except SessionDeleted:
             event("op late append refused")
             return
@@ -142,7 +154,7 @@ async def apply(store: Store, model: Model, op: tuple[Any, ...]) -> None:
     s = model.sessions[sid]
 
     if name in ("user", "assistant", "tool"):
-        payload: dict[str, Any] = {"role": name, "content": f"{name} {model.head + 1}"}
+        payload: Message = {"role": name, "content": f"{name} {model.head + 1}"}
         blobs: dict[str, bytes] = {}
         if name == "tool":
             _, path_i, content_i, had_before = args
@@ -167,7 +179,8 @@ async def apply(store: Store, model: Model, op: tuple[Any, ...]) -> None:
             s.changes[ev.seq] = (fc["path"], fc["before_blob"], fc["after_blob"], "pending")
     elif name == "usage":
         _, model_name, inp, out = args
-        usage = {"model": model_name, "input_tokens": inp, "output_tokens": out}
+        # A partial usage: a missing count is 0, a missing total is input + output.
+        usage = cast(Usage, {"model": model_name, "input_tokens": inp, "output_tokens": out})
         ev = await store.append(EventDraft(sid, k.USAGE_UPDATED, usage))
         model.record(sid, ev.seq, k.USAGE_UPDATED)
         s.usage.append((ev.seq, model_name, inp, out))
@@ -186,8 +199,11 @@ async def apply(store: Store, model: Model, op: tuple[Any, ...]) -> None:
         _, route, choice = args
         active = s.active()
         through = active[choice % len(active)].seq if active else 0
-        payload = {"session_id": sid, "route": route, "through_seq": through}
-        ev = await store.append(EventDraft(sid, k.CONTEXT_REQUEST_ACCEPTED, payload))
+        # A partial boundary: a missing count or size is 0.
+        boundary = cast(
+            ContextRequestAccepted, {"session_id": sid, "route": route, "through_seq": through}
+        )
+        ev = await store.append(EventDraft(sid, k.CONTEXT_REQUEST_ACCEPTED, boundary))
         model.record(sid, ev.seq, k.CONTEXT_REQUEST_ACCEPTED)
         s.boundaries[route] = (ev.seq, through)
     elif name == "rewind":
@@ -238,11 +254,11 @@ async def apply(store: Store, model: Model, op: tuple[Any, ...]) -> None:
         for ev, m in zip(out[1:], copies, strict=True):
             assert ev.kind == k.MESSAGE_IMPORTED
             model.record(new, ev.seq, k.MESSAGE_IMPORTED)
-            f.msgs.append(Msg(ev.seq, dict(m.payload)))
+            f.msgs.append(Msg(ev.seq, m.payload.copy()))
     elif name == "review":
         through = s.events[-1][0] if s.events else 0
-        payload = {"action": args[1], "through_seq": through}
-        ev = await store.append(EventDraft(sid, k.FILE_REVIEW_RESOLVED, payload))
+        review: FileReviewResolved = {"action": args[1], "through_seq": through}
+        ev = await store.append(EventDraft(sid, k.FILE_REVIEW_RESOLVED, review))
         model.record(sid, ev.seq, k.FILE_REVIEW_RESOLVED)
         for seq, (p, b, a, state) in list(s.changes.items()):
             if seq <= through and state == "pending":

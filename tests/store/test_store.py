@@ -1,4 +1,4 @@
-"""Contract tests for the SQLite event store (seeds 000 and 001, reference §2 and §6)."""
+"""Contract tests for the SQLite event store: facts, projections, history operations, rows."""
 
 from __future__ import annotations
 
@@ -13,13 +13,21 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from app import events as k
 from app.errors import BadRequest, Conflict, InsufficientStorage, NotFound
-from app.events import EventDraft
+from app.events import (
+    Checkpoint,
+    ContextRequestAccepted,
+    EventDraft,
+    ToolBegin,
+    TurnComplete,
+    TurnStarted,
+    Usage,
+)
 from app.kernel.recovery import recover
 from app.store import SchemaTooNew, Store, journals, schema
 from app.store import events as log
@@ -170,18 +178,22 @@ def test_message_end_enters_message_projection(store: Store) -> None:
 
 def test_non_message_kinds_do_not_enter_message_projection(store: Store) -> None:
     make(store, "a")
-    run(store.append(EventDraft("a", k.TURN_STARTED, {"run_id": "a"})))
-    run(store.append(EventDraft("a", "tool_begin", {"id": "t", "name": "x"})))
+    # Partial payloads: only their kinds matter to the projection.
+    started = cast(TurnStarted, {"run_id": "a"})
+    run(store.append(EventDraft("a", k.TURN_STARTED, started)))
+    run(store.append(EventDraft("a", k.TOOL_BEGIN, cast(ToolBegin, {"id": "t", "name": "x"}))))
     assert count(store, "message_projection") == 0
     assert count(store, "events") == 2
 
 
 def test_usage_updated_enters_records_and_ledgers(store: Store) -> None:
     make(store, "a", "b")
-    usage = {"model": "m1", "input_tokens": 10, "output_tokens": 5, "cached_tokens": 2}
+    # Partial usages on purpose: a missing count is 0, a missing total is input + output.
+    usage = cast(Usage, {"model": "m1", "input_tokens": 10, "output_tokens": 5, "cached_tokens": 2})
     e1 = run(store.append(EventDraft("a", k.USAGE_UPDATED, usage)))
     e2 = run(store.append(EventDraft("b", k.USAGE_UPDATED, {**usage, "total_tokens": 100})))
-    e3 = run(store.append(EventDraft("a", k.USAGE_UPDATED, {"model": "m2", "input_tokens": 1})))
+    lone = cast(Usage, {"model": "m2", "input_tokens": 1})
+    e3 = run(store.append(EventDraft("a", k.USAGE_UPDATED, lone)))
     assert rows(store, "SELECT * FROM usage_records ORDER BY event_seq") == [
         (e1.seq, "a", "m1", 10, 5, 15, 2, e1.time_ns),
         (e2.seq, "b", "m1", 10, 5, 100, 2, e2.time_ns),
@@ -222,13 +234,17 @@ def test_context_request_accepted_upserts_one_boundary_per_session_and_route(
     u = say(store, "a", user())
 
     def accept(sid: str, route: str, through: int, tokens: int) -> int:
-        payload = {
-            "session_id": sid,
-            "route": route,
-            "through_seq": through,
-            "usage": {"input_tokens": tokens, "output_tokens": 1},
-            "payload_bytes": 123,
-        }
+        # A partial boundary (its counts partial too): a missing count or size is 0.
+        payload = cast(
+            ContextRequestAccepted,
+            {
+                "session_id": sid,
+                "route": route,
+                "through_seq": through,
+                "usage": {"input_tokens": tokens, "output_tokens": 1},
+                "payload_bytes": 123,
+            },
+        )
         return run(store.append(EventDraft(sid, k.CONTEXT_REQUEST_ACCEPTED, payload))).seq
 
     s1 = accept("a", "r1", u.seq, 10)
@@ -341,7 +357,8 @@ def test_failing_append_in_a_group_commit_batch_rolls_back_alone(store: Store) -
         EventDraft("a", k.MESSAGE_END, bad_msg, blobs={sha(b"junk"): b"junk"}),
         EventDraft("a", k.MESSAGE_END, good_msg, blobs=good_blobs),
         EventDraft("gone", k.MESSAGE_END, user("late")),
-        EventDraft("a", k.USAGE_UPDATED, {"model": "m", "input_tokens": 3}),
+        # A partial usage: a missing count is 0.
+        EventDraft("a", k.USAGE_UPDATED, cast(Usage, {"model": "m", "input_tokens": 3})),
         EventDraft("a", k.MESSAGE_END, assistant("2")),
     ]
 
@@ -415,7 +432,9 @@ def test_history_pages_active_messages_in_seq_order(store: Store) -> None:
         seqs.append(say(store, "a", user(f"u{i}")).seq)
         say(store, "b", user("other"))
         seqs.append(say(store, "a", assistant(f"a{i}"), run_id="a").seq)
-        run(store.append(EventDraft("a", k.TURN_COMPLETE, {"status": "completed"})))
+        # A partial end of turn: only that it is no message matters here.
+        done = cast(TurnComplete, {"status": "completed"})
+        run(store.append(EventDraft("a", k.TURN_COMPLETE, done)))
     full = run(store.history("a"))
     assert [m["event_seq"] for m in full] == seqs
     assert full[0] == {"role": "user", "content": "u0", "event_seq": seqs[0]}
@@ -467,7 +486,10 @@ def _conversation(store: Store, sid: str, turns: int) -> list[int]:
 
 
 def _accept(store: Store, sid: str, route: str, through: int) -> None:
-    payload = {"session_id": sid, "route": route, "through_seq": through}
+    # A partial boundary: a missing count or size is 0.
+    payload = cast(
+        ContextRequestAccepted, {"session_id": sid, "route": route, "through_seq": through}
+    )
     run(store.append(EventDraft(sid, k.CONTEXT_REQUEST_ACCEPTED, payload)))
 
 
@@ -626,7 +648,7 @@ def test_fork_through_an_inactive_message_creates_nothing(store: Store) -> None:
 # -- 5. checkpoint repair -------------------------------------------------------------------------
 
 
-def _compacted(store: Store) -> tuple[dict[str, Any], dict[str, Any], int]:
+def _compacted(store: Store) -> tuple[Checkpoint, Checkpoint, int]:
     """Session `a` with two valid checkpoints; returns them and the newest one's event seq."""
     make(store, "a")
     _u0, a0, _u1, a1 = _conversation(store, "a", 2)
@@ -670,7 +692,8 @@ def test_checkpoint_repair_skips_invalid_events_for_an_older_valid_one(store: St
     _u0, a0, _u1, a1 = _conversation(store, "a", 2)
     cp1 = checkpoint_for(store, "a", a0, "c1")
     e1 = run(store.append(EventDraft("a", k.COMPACTION_COMPLETED, cp1)))
-    stale = {**checkpoint_for(store, "a", a1, "c2"), "version": 2}  # a format we do not migrate
+    # A format we do not migrate.
+    stale: Checkpoint = {**checkpoint_for(store, "a", a1, "c2"), "version": 2}
     run(store.append(EventDraft("a", k.COMPACTION_COMPLETED, stale)))
     assert run(store.checkpoint("a")) == cp1
     [(_sid, seq, stored)] = _checkpoint_row(store)
@@ -680,7 +703,7 @@ def test_checkpoint_repair_skips_invalid_events_for_an_older_valid_one(store: St
 def test_checkpoint_with_no_valid_candidate_is_dropped(store: Store) -> None:
     make(store, "a")
     _u0, a0 = _conversation(store, "a", 1)
-    bad = {**checkpoint_for(store, "a", a0, "c1"), "source_digest": "0" * 64}
+    bad: Checkpoint = {**checkpoint_for(store, "a", a0, "c1"), "source_digest": "0" * 64}
     run(store.append(EventDraft("a", k.COMPACTION_COMPLETED, bad)))
     assert count(store, "compaction_checkpoints") == 1
     assert run(store.checkpoint("a")) is None
@@ -727,7 +750,8 @@ def _populate(store: Store, sid: str, shared: bytes, own: bytes) -> None:
     u = say(store, sid, user()).seq
     msg, blobs = tool_change(f"/w/{sid}", own, shared)
     say(store, sid, msg, blobs=blobs)
-    run(store.append(EventDraft(sid, k.USAGE_UPDATED, {"model": "m", "input_tokens": 7})))
+    spent = cast(Usage, {"model": "m", "input_tokens": 7})  # partial: a missing count is 0
+    run(store.append(EventDraft(sid, k.USAGE_UPDATED, spent)))
     run(store.append(EventDraft(sid, k.COMPACTION_COMPLETED, checkpoint_for(store, sid, u))))
     _accept(store, sid, "r", u)
     store.db.call(
@@ -771,7 +795,8 @@ def test_deleted_session_refuses_late_writes(store: Store) -> None:
     head = run(store.head_seq())
     for attempt in (
         lambda: say(store, "a", user("late")),
-        lambda: run(store.append(EventDraft("a", k.USAGE_UPDATED, {"model": "m"}))),
+        # A partial usage will do: an append to a deleted session is refused.
+        lambda: run(store.append(EventDraft("a", k.USAGE_UPDATED, cast(Usage, {"model": "m"})))),
         lambda: run(
             store.update_session(
                 "a", {"title": "x"}, lambda row: EventDraft("a", k.SESSION_UPDATED, row)
@@ -794,11 +819,13 @@ def test_update_session_appends_its_events_atomically(store: Store) -> None:
     def updated(row: dict[str, object]) -> EventDraft:
         return EventDraft("a", k.SESSION_UPDATED, {"title": row["title"]})
 
-    then = [EventDraft("a", k.TURN_STARTED, {"run_id": "r"})]
+    # A partial start: only the kind and the order of the events are checked.
+    then = [EventDraft("a", k.TURN_STARTED, cast(TurnStarted, {"run_id": "r"}))]
     events = run(store.update_session("a", {"title": "T"}, updated, then))
     assert [e.kind for e in events] == [k.SESSION_UPDATED, k.TURN_STARTED]
     assert events[0].payload == {"title": "T"}  # built from the row as updated
-    assert run(store.get_session("a"))["title"] == "T"
+    got = run(store.get_session("a"))
+    assert got is not None and got["title"] == "T"
     with pytest.raises(SessionNotFound):
         run(store.update_session("zz", {"title": "T"}, updated))
     with pytest.raises(ValueError, match="unknown session columns"):
@@ -854,7 +881,7 @@ def test_foya_serve_and_check_refuse_a_newer_schema(data_dir: Path) -> None:
 def test_recovery_resets_phases_and_clears_stream_snapshots(store: Store) -> None:
     make(store, "busy", phase="turn")
     make(store, "idle")
-    started = {"run_id": "busy", "started_at": "t"}
+    started: TurnStarted = {"run_id": "busy", "started_at": "t"}
     run(store.append(EventDraft("busy", k.TURN_STARTED, started, "busy")))
     store.db.call(
         lambda c: c.execute(
