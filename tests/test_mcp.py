@@ -2,8 +2,8 @@
 (tests/support/mcp_servers/server.py): over stdio, started by the kernel, and over streamable HTTP,
 started by the test on 127.0.0.1.
 
-In-process kernels (tests/support/inprocess.py) for turns, approvals, supervision and exposure; a real
-`foya serve` for the routes, secrets in responses, files and logs, and shutdown. Each test has
+In-process kernels (tests/support/inprocess.py) for turns, approvals, supervision and exposure; a
+real `foya serve` for the routes, secrets in responses, files and logs, and shutdown. Each test has
 a HOME of its own, so `~/.foya/mcp.json` is its own.
 """
 
@@ -50,13 +50,21 @@ _models = itertools.count()
 
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A HOME of the test's own (the kernel's `~/.foya`), and short MCP timeouts."""
+    """A HOME of the test's own (the kernel's `~/.foya`), a short call timeout and a patient
+    connect timeout: connecting a stdio server starts a Python process that imports the SDK,
+    which took 4 s on a loaded 2-core machine, so a 3 s bound never connected there. The tests
+    that assert the connect timeout itself set a short one (`connect_within`)."""
     path = tmp_path / "home"
     path.mkdir()
     monkeypatch.setenv("HOME", str(path))
     monkeypatch.setenv("FOYA_MCP_CALL_TIMEOUT", "2")
-    monkeypatch.setenv("FOYA_MCP_CONNECT_TIMEOUT", "3")
+    monkeypatch.setenv("FOYA_MCP_CONNECT_TIMEOUT", "30")
     return path
+
+
+def connect_within(monkeypatch: pytest.MonkeyPatch, seconds: float) -> None:
+    """The connect timeout (which also bounds each ping) of the kernels built from now on."""
+    monkeypatch.setenv("FOYA_MCP_CONNECT_TIMEOUT", f"{seconds:g}")
 
 
 @pytest.fixture
@@ -219,22 +227,27 @@ def test_a_crash_mid_session_restarts_the_server_and_the_turn_goes_on(rig: InPro
     assert tool_messages(turn(rig, session))[0]["content"].startswith("5")
 
 
-def test_a_hung_call_times_out_and_the_frozen_server_is_restarted(rig: InProcess) -> None:
-    configure(rig, stdio())
-    connected(rig)
-    session, model = new_session(rig)
-    rig.fake.push(model, tools(call("c1", "mcp__t__freeze", {})), answer("moved on"))
-    events = turn(rig, session)
-    (message,) = tool_messages(events)
-    assert message["is_error"] and "did not answer within 2s" in message["content"]
-    assert rig.fake.chats(model)[-1].messages[-1]["content"] == message["content"]
-    wait_until(lambda: status(rig)["restarts"] >= 1, "a restart", BOUND)
-    connected(rig)
+def test_a_hung_call_times_out_and_the_frozen_server_is_restarted(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    connect_within(monkeypatch, 8)  # the unanswered ping: the restart is due well within BOUND
+    with inprocess_kernel(tmp_path / "data") as rig:
+        configure(rig, stdio())
+        connected(rig)
+        session, model = new_session(rig)
+        rig.fake.push(model, tools(call("c1", "mcp__t__freeze", {})), answer("moved on"))
+        events = turn(rig, session)
+        (message,) = tool_messages(events)
+        assert message["is_error"] and "did not answer within 2s" in message["content"]
+        assert rig.fake.chats(model)[-1].messages[-1]["content"] == message["content"]
+        wait_until(lambda: status(rig)["restarts"] >= 1, "a restart", BOUND)
+        connected(rig)
 
 
 def test_a_server_that_never_answers_does_not_hold_up_the_kernel(
-    home: Path, tmp_path: Path
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    connect_within(monkeypatch, 3)  # what it asserts: the connect timeout ends the handshake
     with inprocess_kernel(tmp_path / "data") as rig:
         configure(rig, stdio(mode="hang"))
     # Configured before this start: the kernel starts while the server is still connecting.
@@ -397,7 +410,7 @@ def test_routes_secrets_and_shutdown_through_foya_serve(tmp_path: Path) -> None:
 
 
 def check_routes(client: httpx.Client, marker: str, secrets: dict[str, str], home: Path) -> None:
-    server = {
+    server: dict[str, Any] = {
         "id": "t",
         "enabled": True,
         "transport": "stdio",

@@ -1,4 +1,4 @@
-"""How a step runs its tools (issue 17 items 6 and 8, reference §7 "Loop"): tools declared
+"""How a step runs its tools: tools declared
 parallel run side by side, at most 5 at once, and their results are recorded in call order; a
 session limited to some tools is offered and allowed only those; a sub-agent's `max_turns` caps
 its steps; the loop guard holds back a call that keeps failing and ends a turn that repeats
@@ -23,6 +23,7 @@ from support.fake_provider import answer, call, tools
 from support.inprocess import InProcess, inprocess_kernel, tool_messages, turn
 
 from app import events as k
+from app.kernel.sessions import Session
 from app.kernel.turns.loopguard import REPEAT_MAX, gate_text
 from app.tools import ToolResult
 from app.tools.base import Action, ToolContext, schema
@@ -79,7 +80,7 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcess]:
         yield rig
 
 
-def new_session(rig: InProcess, **columns: Any) -> dict[str, Any]:
+def new_session(rig: InProcess, **columns: Any) -> Session:
     """A session with a model of its own (the fake provider keeps scripts per model)."""
     fields = {"connection_id": rig.connection, "model": f"model-{next(_models)}"}
     session = rig.run(rig.kernel.sessions.create(fields))
@@ -90,14 +91,14 @@ def new_session(rig: InProcess, **columns: Any) -> dict[str, Any]:
 
 def test_parallel_calls_run_five_at_once_and_are_recorded_in_call_order(rig: InProcess) -> None:
     probe = Probe()
-    rig.kernel.turns.tool_runner.tools["probe"] = probe
+    rig.kernel.turns.tool_runner.tools.static["probe"] = probe
     try:
         session = new_session(rig)
         calls = [call(f"p{i}", "probe", {"i": i}) for i in range(7)]
         rig.fake.push(session["model"], tools(*calls), answer("done"))
         events = turn(rig, session["id"])
     finally:
-        del rig.kernel.turns.tool_runner.tools["probe"]
+        del rig.kernel.turns.tool_runner.tools.static["probe"]
     assert probe.most == 5
     assert sorted(probe.ran) == list(range(7))
     results = tool_messages(events)
@@ -169,7 +170,9 @@ def test_a_call_that_keeps_failing_is_held_back_the_third_time(rig: InProcess) -
 
 def test_a_turn_that_repeats_itself_without_progress_fails(rig: InProcess, tmp_path: Path) -> None:
     session = new_session(rig)
-    workspace = Path(rig.run(rig.kernel.sessions.row(session["id"]))["workspace"])
+    stored = rig.run(rig.kernel.sessions.row(session["id"]))["workspace"]
+    assert stored is not None
+    workspace = Path(stored)
     (workspace / "status.txt").write_text("still waiting\n")
     steps = [tools(call(f"s{i}", "read", {"path": "status.txt"})) for i in range(REPEAT_MAX + 1)]
     rig.fake.push(session["model"], *steps, answer("never asked for"))

@@ -1,4 +1,4 @@
-"""Automations: prompts run as new sessions on a cron schedule (issue 17, Foya's automations).
+"""Automations: prompts run as new sessions on a cron schedule (Foya's automations).
 
 `service` owns the automations and their runs; `rules` checks settings and restores them at
 start; `scheduler` decides when passes run; `schedule` reads cron expressions in time zones (and

@@ -21,10 +21,10 @@ INTERRUPTED = "interrupted: the kernel stopped during the run"
 
 
 def validated(
-    given: AutomationInput, code: str, sessions: Sessions
+    given: AutomationInput, failure: type[InvalidAutomation], sessions: Sessions
 ) -> tuple[AutomationInput, Schedule]:
-    """`given` normalised, and its schedule; `InvalidAutomation` with `code` naming the first
-    field that is wrong."""
+    """`given` normalised, and its schedule; `failure` (the operation's `InvalidAutomation`)
+    naming the first field that is wrong."""
     spec = AutomationInput(
         name=given.name.strip(),
         prompt=given.prompt.strip(),
@@ -51,7 +51,7 @@ def validated(
         if spec.connection_id and not sessions.connections.exists(spec.connection_id):
             raise InvalidAutomation(f"connection_id: connection {spec.connection_id} not found")
     except InvalidAutomation as exc:
-        raise InvalidAutomation(exc.message, code=code) from None
+        raise failure(exc.message) from None
     return spec, schedule
 
 

@@ -36,11 +36,10 @@ from app.errors import FoyaError
 from app.kernel.automations import runs
 from app.kernel.automations.clock import Clock
 from app.kernel.automations.errors import (
-    CREATE_FAILED,
-    UPDATE_FAILED,
     AutomationNotFound,
     AutomationRunning,
     InvalidAutomation,
+    InvalidAutomationUpdate,
 )
 from app.kernel.automations.rules import restored, validated
 from app.kernel.automations.schedule import schedule_of
@@ -72,14 +71,16 @@ class Automations:
         broker: Broker,
         metrics: Metrics,
         clock: Clock,
+        unanswerable: runs.Unanswerable = runs.no_questions,
     ) -> None:
+        """`unanswerable` cancels a question a run's turn asks (nobody is there to answer)."""
         self.file = AutomationFile(data_dir)
         self.sessions = sessions
         self.turns = turns
         self.broker = broker
         self.runs = metrics.automation_runs
         self.clock = clock
-        self.unanswerable: runs.Unanswerable = runs.no_questions  # the kernel's questions
+        self.unanswerable = unanswerable
         self.log = get_logger("foya.automations")
         self._items: dict[str, Automation] = {}  # in creation order, as stored
         self._running: dict[str, asyncio.Task[None]] = {}
@@ -141,7 +142,7 @@ class Automations:
 
     async def create(self, given: AutomationInput) -> AutomationWire:
         """A new automation (`enabled` ones are scheduled at once)."""
-        spec, schedule = validated(given, CREATE_FAILED, self.sessions)
+        spec, schedule = validated(given, InvalidAutomation, self.sessions)
         now = self.clock.now()
         item = Automation(
             id=f"automation-{secrets.token_hex(8)}",
@@ -170,7 +171,7 @@ class Automations:
         def put(items: dict[str, Automation]) -> bool:
             current = self._get(items, automation_id)
             merged = dataclasses.replace(current.spec, **fields)
-            spec, schedule = validated(merged, UPDATE_FAILED, self.sessions)
+            spec, schedule = validated(merged, InvalidAutomationUpdate, self.sessions)
             now = self.clock.now()
             items[automation_id] = dataclasses.replace(
                 current,

@@ -46,6 +46,8 @@ _SECRET_HEADER_WORDS = ("auth", "token", "key", "secret", "password", "cookie", 
 
 
 class McpUpdateFailed(BadRequest):
+    """A `PUT /mcp` whose configuration breaks a rule (the message names the field)."""
+
     code = "mcp_update_failed"
 
 

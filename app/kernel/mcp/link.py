@@ -31,14 +31,12 @@ import math
 import os
 import time
 import warnings
-from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from collections.abc import AsyncIterator, Callable
+from typing import Any, Literal
 
 import anyio
 import httpx2
-import mcp_types as types
-from mcp import Client, MCPDeprecationWarning, MCPError, StdioServerParameters
+from mcp import Client, MCPDeprecationWarning, StdioServerParameters
 from mcp.client.sse import sse_client
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -46,6 +44,8 @@ from mcp.client.streamable_http import streamable_http_client
 from app.events import iso_time
 from app.kernel.mcp.common import NotConnected, Timeouts
 from app.kernel.mcp.config import ServerConfig
+from app.kernel.mcp.listing import Listing
+from app.kernel.mcp.listing import listing as list_all
 from app.kernel.mcp.netguard import GuardedTransport
 from app.kernel.mcp.redact import Redactor, expand
 from app.kernel.mcp.watch import watching
@@ -55,19 +55,8 @@ from app.logs import get_logger
 BACKOFF_FIRST = 0.5
 BACKOFF_MAX = 30.0
 STABLE_AFTER = 60.0  # connected this long, a later failure starts the backoff over
-PAGE_CAP = 50
-Page = TypeVar("Page", bound=types.PaginatedResult)
 
 State = Literal["disabled", "disconnected", "connecting", "connected", "error"]
-
-
-@dataclass
-class Listing:
-    """What a connected server offers."""
-
-    tools: list[types.Tool] = field(default_factory=list)
-    resources: int = 0
-    prompts: int = 0
 
 
 class Link:
@@ -180,7 +169,7 @@ class Link:
         deadline = anyio.current_time() + self.timeouts.connect
         with anyio.CancelScope(deadline=deadline) as connecting:
             async with self._connected() as client:
-                listing = await _list(client)
+                listing = await list_all(client)
                 listing.tools = [self.redact.model(tool) for tool in listing.tools]
                 connecting.deadline = math.inf  # connected: from now on each ping is bounded
                 self._client, self.listing = client, listing
@@ -245,54 +234,6 @@ class Link:
 
     def _check_now(self) -> None:
         self._check.set()
-
-
-async def _list(client: Client) -> Listing:
-    listing = Listing([t for page in await _pages(client.list_tools) for t in page.tools])
-    listing.resources = len(await resources(client))
-    listing.prompts = len(await prompts(client))
-    return listing
-
-
-async def resources(client: Client) -> list[types.Resource]:
-    """Every resource the server lists (page by page, at most `PAGE_CAP` pages); none when it
-    offers none."""
-    if client.server_capabilities.resources is None:
-        return []
-    pages = await _unless_missing(_pages(client.list_resources))
-    return [r for page in pages for r in page.resources]
-
-
-async def prompts(client: Client) -> list[types.Prompt]:
-    """Every prompt the server lists (page by page, at most `PAGE_CAP` pages); none when it
-    offers none."""
-    if client.server_capabilities.prompts is None:
-        return []
-    pages = await _unless_missing(_pages(client.list_prompts))
-    return [p for page in pages for p in page.prompts]
-
-
-async def _unless_missing(listing: Awaitable[list[Page]]) -> list[Page]:
-    """The pages, or none when the server does not have the method (it advertised the
-    capability all the same)."""
-    try:
-        return await listing
-    except MCPError as exc:
-        if exc.code == types.METHOD_NOT_FOUND:
-            return []
-        raise
-
-
-async def _pages(list_page: Callable[..., Awaitable[Page]]) -> list[Page]:
-    """The pages `list_page(cursor=…)` gives, following `next_cursor` (at most `PAGE_CAP`)."""
-    pages: list[Page] = []
-    cursor: str | None = None
-    for _ in range(PAGE_CAP):
-        pages.append(await list_page(cursor=cursor))
-        cursor = pages[-1].next_cursor
-        if not cursor:
-            break
-    return pages
 
 
 async def _ping(client: Client) -> None:

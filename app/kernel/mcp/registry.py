@@ -18,11 +18,12 @@ and the answer is capped at `MAX_BYTES` and `TIMEOUT` seconds.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, NotRequired, TypedDict
 
 from pydantic import ValidationError
 from yarl import URL
 
+from app.jsontypes import JSONObject
 from app.kernel.mcp.config import McpConfig, McpUpdateFailed, ServerConfig, merged
 
 if TYPE_CHECKING:
@@ -33,7 +34,33 @@ TIMEOUT = 15.0
 MAX_BYTES = 4 * 1024 * 1024
 
 
-async def registry_servers(fetcher: Fetcher, url: str, query: str) -> list[dict[str, Any]]:
+class InstallConfig(TypedDict):
+    """The server's configuration as `PUT /mcp` takes it (`transport` empty when there is no
+    way to run it, as Foya sends it)."""
+
+    id: str
+    name: str
+    enabled: bool
+    transport: str
+    url: NotRequired[str]
+    command: NotRequired[str]
+    args: NotRequired[list[str]]
+    env: NotRequired[dict[str, str]]
+
+
+class RegistryItem(TypedDict):
+    """One server of the registry as `GET /mcp/registry` answers it."""
+
+    id: str
+    name: str
+    installable: bool
+    config: InstallConfig
+    description: NotRequired[str]
+    version: NotRequired[str]
+    reason: NotRequired[str]
+
+
+async def registry_servers(fetcher: Fetcher, url: str, query: str) -> list[RegistryItem]:
     """One page of the registry's answer to `query`, deduplicated by name, in its order;
     `FetchError` when it cannot be fetched, `ValueError` when it is not a registry answer."""
     params = {"limit": str(LIMIT)}
@@ -53,7 +80,7 @@ async def registry_servers(fetcher: Fetcher, url: str, query: str) -> list[dict[
     entries = answer.get("servers") or []
     if not isinstance(entries, list):
         raise ValueError("the MCP registry's servers are not a list")
-    found: dict[str, dict[str, Any]] = {}
+    found: dict[str, RegistryItem] = {}
     for entry in entries:
         server = entry.get("server") if isinstance(entry, dict) else None
         if not isinstance(server, dict):
@@ -64,7 +91,7 @@ async def registry_servers(fetcher: Fetcher, url: str, query: str) -> list[dict[
     return list(found.values())
 
 
-def _checked(item: dict[str, Any]) -> dict[str, Any]:
+def _checked(item: RegistryItem) -> RegistryItem:
     """`item`, no longer installable when `PUT /mcp` would refuse its config."""
     if not item["installable"]:
         return item
@@ -72,23 +99,25 @@ def _checked(item: dict[str, Any]) -> dict[str, Any]:
         merged(McpConfig(servers=[ServerConfig.model_validate(item["config"])]), McpConfig())
     except (McpUpdateFailed, ValidationError) as exc:
         reason = str(exc).splitlines()[0]
-        return {**item, "installable": False, "reason": f"invalid configuration: {reason}"}
+        refused = item.copy()
+        refused["installable"], refused["reason"] = False, f"invalid configuration: {reason}"
+        return refused
     return item
 
 
-def _install(server: dict[str, Any]) -> dict[str, Any]:
+def _install(server: JSONObject) -> RegistryItem:
     name = str(server.get("name") or "")
     title = str(server.get("title") or "").strip() or name
     # `transport` is always there (empty when there is no way to run it), as Foya sends it.
-    config: dict[str, Any] = {"id": name, "name": title, "enabled": True, "transport": ""}
-    item: dict[str, Any] = {"id": name, "name": title, "installable": False, "config": config}
+    config: InstallConfig = {"id": name, "name": title, "enabled": True, "transport": ""}
+    item: RegistryItem = {"id": name, "name": title, "installable": False, "config": config}
     for key in ("description", "version"):
         if server.get(key):
             item[key] = str(server[key])
     for remote in server.get("remotes") or []:
         transport = str(remote.get("type") or "").replace("-", "_")
         if transport in ("streamable_http", "sse") and remote.get("url"):
-            config.update(transport=transport, url=str(remote["url"]))
+            config["transport"], config["url"] = transport, str(remote["url"])
             item["installable"] = True
             return item
     for package in server.get("packages") or []:
@@ -112,11 +141,9 @@ def _install(server: dict[str, Any]) -> dict[str, Any]:
             ready = ready and not (variable.get("isRequired") and not value)
             if value:
                 env[str(variable.get("name") or "")] = value
-        config.update(
-            transport="stdio",
-            command=str(package.get("runtimeHint") or "npx"),
-            args=[*args, identifier, *extra],
-        )
+        config["transport"] = "stdio"
+        config["command"] = str(package.get("runtimeHint") or "npx")
+        config["args"] = [*args, identifier, *extra]
         if env:
             config["env"] = env
         item["installable"] = ready
@@ -127,7 +154,7 @@ def _install(server: dict[str, Any]) -> dict[str, Any]:
     return item
 
 
-def _arguments(items: list[dict[str, Any]]) -> list[str] | None:
+def _arguments(items: list[JSONObject]) -> list[str] | None:
     """Registry arguments as argv; None when a required one has no usable value."""
     out: list[str] = []
     for item in items:

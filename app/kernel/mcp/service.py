@@ -1,5 +1,8 @@
 """The MCP service: the configuration (`GET|PUT /mcp`), one supervised `Link` per enabled server,
-their tools in the kernel's tool table, and the resource, prompt and registry look-ups.
+their tools (a source of the turn's tool table), and the resource, prompt and registry look-ups.
+
+The service owns its tools: `tools` is a snapshot of the connected servers' tools, replaced as a
+whole when a server connects, changes its listing or goes (`app.kernel.turns.tooltable`).
 
 `start` loads `~/.foya/mcp.json` (a broken file refuses the start, as in Foya) and starts every
 enabled server in the background; `stop` closes them all (their processes end). `replace`
@@ -10,28 +13,35 @@ Resources, prompts and their listings are answered with their text capped at `MA
 characters with a mark (`common.capped_value`), for the routes (the client may store what it
 gets) and the model's tools alike; a plugin's server over HTTP is address-guarded (`netguard`).
 
-Errors: `McpUpdateFailed` 400 (`app.kernel.mcp.config`); `McpRequestFailed` 502 with Foya's
-code of the route (`mcp_resources_failed`, `mcp_resource_read_failed`, `mcp_prompts_failed`,
-`mcp_prompt_get_failed`, `mcp_registry_failed`) when a server is not connected, fails or does
-not answer in time; `BadRequest` 400 when `server_id` (or `uri`, `name`) is missing. A
-connected server that offers no resources or prompts lists none (`[]`), not an error.
+Errors: `app.kernel.mcp.errors` (one class per code of Foya's). A connected server that offers
+no resources or prompts lists none (`[]`), not an error.
 """
 
 from __future__ import annotations
 
 import asyncio
 import importlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel
 
-from app.errors import BadRequest, FoyaError, NotFound
+from app.errors import BadRequest
+from app.jsontypes import JSONObject
 from app.kernel.lifecycle import cancel_and_wait
 from app.kernel.mcp import store
 from app.kernel.mcp.common import NotConnected, Timeouts, capped_value
 from app.kernel.mcp.config import McpConfig, ServerConfig, merged, public
+from app.kernel.mcp.errors import (
+    McpPromptGetFailed,
+    McpPromptsFailed,
+    McpRegistryFailed,
+    McpRequestFailed,
+    McpResourceReadFailed,
+    McpResourcesFailed,
+    McpServerNotFound,
+)
 from app.kernel.mcp.tools import ServerTool, tool_name
 from app.tools import Tool
 
@@ -39,57 +49,55 @@ if TYPE_CHECKING:  # the SDK is imported once it is needed (app.kernel.mcp.commo
     from mcp import Client
 
     from app.kernel.mcp.link import Link
+    from app.kernel.mcp.registry import RegistryItem
     from app.kernel.web.fetch import Fetcher
 
 #: Fields of the newer protocol's results that Foya's answers do not have.
 _DROPPED = ("resultType", "ttlMs", "cacheScope", "nextCursor")
 
 
-class McpRequestFailed(FoyaError):
-    status = 502
-    code = "mcp_failed"
+class FetcherSource(Protocol):
+    """Where the guarded fetcher of `web_fetch` is found (`app.kernel.web.WebSearch`)."""
+
+    @property
+    def fetcher(self) -> Fetcher: ...
 
 
-class McpServerNotFound(NotFound):
-    code = "mcp_server_not_found"
-
-
-def _dump(model: BaseModel) -> dict[str, Any]:
-    out: dict[str, Any] = model.model_dump(mode="json", by_alias=True, exclude_none=True)
+def _dump(model: BaseModel) -> JSONObject:
+    out: JSONObject = model.model_dump(mode="json", by_alias=True, exclude_none=True)
     for key in _DROPPED:
         out.pop(key, None)
     return out
 
 
 class McpService:
-    """MCP servers for the kernel; `tools` is the kernel's live tool table."""
+    """MCP servers for the kernel; `tools` is what their connected servers offer now."""
 
     def __init__(
         self,
         root: Path,
         timeouts: Timeouts,
         registry_url: str,
-        tools: dict[str, Tool],
         allow_hosts: str = "",
         *,
-        fetcher: Callable[[], Fetcher],
+        web: FetcherSource,
     ) -> None:
         self.root = root
-        self.fetcher = fetcher  # the registry is fetched through web_fetch's guard
+        self.web = web  # the registry is fetched through web_fetch's guard
         self.allow_hosts = allow_hosts  # FOYA_WEB_FETCH_ALLOW_HOSTS, for plugins' servers
         self.timeouts = timeouts
         self.registry_url = registry_url
-        self.tools = tools
+        self.tools: Mapping[str, Tool] = {}
         self.config = McpConfig()
         self.plugin_servers: list[ServerConfig] = []  # enabled plugins' (never in mcp.json)
         self.links: dict[str, Link] = {}
-        self._installed: set[str] = set()
         self._lock = asyncio.Lock()
         self._starting: asyncio.Task[None] | None = None
 
-    def start(self) -> None:
+    def start(self, plugin_servers: list[ServerConfig]) -> None:
         """Load the configuration (a broken file refuses the start) and connect every enabled
-        server in the background."""
+        server, the user's and the enabled plugins' (`plugin_servers`), in the background."""
+        self.plugin_servers = list(plugin_servers)
         self.config = store.load(self.root)
         if any(server.enabled for server in self._servers()):
             self._starting = asyncio.create_task(self._start_enabled())
@@ -152,7 +160,7 @@ class McpService:
     def _servers(self) -> list[ServerConfig]:
         return [*self.config.servers, *self.plugin_servers]
 
-    def statuses(self) -> list[dict[str, Any]]:
+    def statuses(self) -> list[JSONObject]:
         """`GET /mcp/status`: every configured server, by id."""
         out = []
         for server in sorted(self._servers(), key=lambda s: s.id):
@@ -183,53 +191,52 @@ class McpService:
             raise NotConnected(f"MCP server {server_id!r} is not connected")
         return link
 
-    async def resources(self, server_id: str) -> list[dict[str, Any]]:
-        from app.kernel.mcp.link import resources
+    async def resources(self, server_id: str) -> list[JSONObject]:
+        from app.kernel.mcp.listing import resources
 
-        found = await self._ask(server_id, resources, "mcp_resources_failed")
+        found = await self._ask(server_id, resources, McpResourcesFailed)
         return list(capped_value([_dump(r) for r in found]))
 
-    async def read_resource(self, server_id: str, uri: str) -> dict[str, Any]:
+    async def read_resource(self, server_id: str, uri: str) -> JSONObject:
         if not uri:
             raise BadRequest("uri is required")
         read: Callable[[Client], Awaitable[Any]] = lambda c: c.read_resource(uri)  # noqa: E731
-        return dict(
-            capped_value(_dump(await self._ask(server_id, read, "mcp_resource_read_failed")))
-        )
+        return dict(capped_value(_dump(await self._ask(server_id, read, McpResourceReadFailed))))
 
-    async def prompts(self, server_id: str) -> list[dict[str, Any]]:
-        from app.kernel.mcp.link import prompts
+    async def prompts(self, server_id: str) -> list[JSONObject]:
+        from app.kernel.mcp.listing import prompts
 
-        found = await self._ask(server_id, prompts, "mcp_prompts_failed")
+        found = await self._ask(server_id, prompts, McpPromptsFailed)
         return list(capped_value([_dump(p) for p in found]))
 
-    async def get_prompt(self, server_id: str, name: str, args: dict[str, str]) -> dict[str, Any]:
+    async def get_prompt(self, server_id: str, name: str, args: dict[str, str]) -> JSONObject:
         if not name:
             raise BadRequest("name is required")
         get: Callable[[Client], Awaitable[Any]] = lambda c: c.get_prompt(name, args)  # noqa: E731
-        return dict(capped_value(_dump(await self._ask(server_id, get, "mcp_prompt_get_failed"))))
+        return dict(capped_value(_dump(await self._ask(server_id, get, McpPromptGetFailed))))
 
-    async def registry(self, query: str) -> list[dict[str, Any]]:
+    async def registry(self, query: str) -> list[RegistryItem]:
         """`GET /mcp/registry`: servers of the public MCP registry, as installable configs."""
         from app.kernel.mcp.registry import registry_servers
         from app.kernel.web.errors import FetchError
 
         try:
-            return await registry_servers(self.fetcher(), self.registry_url, query)
+            return await registry_servers(self.web.fetcher, self.registry_url, query)
         except (FetchError, ValueError) as exc:
-            raise McpRequestFailed(
-                f"query MCP registry: {exc}", code="mcp_registry_failed"
-            ) from None
+            raise McpRegistryFailed(f"query MCP registry: {exc}") from None
 
     async def _ask(
-        self, server_id: str, work: Callable[[Client], Awaitable[Any]], code: str
+        self,
+        server_id: str,
+        work: Callable[[Client], Awaitable[Any]],
+        failure: type[McpRequestFailed],
     ) -> Any:
         if not server_id:
             raise BadRequest("server_id is required")
         try:
             return await self.link(server_id).call(work)
         except (NotConnected, TimeoutError, RuntimeError) as exc:
-            raise McpRequestFailed(str(exc), code=code) from None
+            raise failure(str(exc)) from None
 
     def _start(self, server: ServerConfig) -> None:
         from app.kernel.mcp.link import Link
@@ -243,15 +250,10 @@ class McpService:
         link.start()
 
     def _sync(self) -> None:
-        """Put the connected servers' tools in the tool table, and take the others out."""
-        wanted: dict[str, Tool] = {}
+        """Offer the connected servers' tools: a new snapshot replaces the old one whole."""
+        offered: dict[str, Tool] = {}
         for link in self.links.values():
             for remote in link.listing.tools:
                 name = tool_name(link.config.id, remote.name)
-                wanted[name] = ServerTool(self, link.config.id, remote, link.config.exposure)
-        for name in self._installed - wanted.keys():
-            self.tools.pop(name, None)
-        for name, tool in wanted.items():
-            if name in self._installed or name not in self.tools:
-                self.tools[name] = tool
-        self._installed = {n for n in wanted if self.tools.get(n) is wanted[n]}
+                offered[name] = ServerTool(self, link.config.id, remote, link.config.exposure)
+        self.tools = offered

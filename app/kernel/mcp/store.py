@@ -1,5 +1,5 @@
-"""The MCP configuration on disk (seed 000): `~/.foya/mcp.json` and, apart, the secrets in
-`~/.foya/mcp-credentials.json` (0600).
+"""The MCP configuration on disk, laid out as Foya lays it out: `~/.foya/mcp.json` and, apart,
+the secrets in `~/.foya/mcp-credentials.json` (0600).
 
 `mcp.json` has the shape Foya (and Claude) use, `{"mcpServers": {id: {command, args, env, cwd,
 type, url, headers, disabled}}}`, plus our `name` and `exposure` when they are not the defaults.
@@ -15,16 +15,31 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from pydantic import ValidationError
 
 from app.errors import ConfigError
 from app.files import write_json_atomic
+from app.jsontypes import JSONObject
 from app.kernel.mcp.config import McpConfig, ServerConfig, is_secret_header
 
 CONFIG_FILE = "mcp.json"
 CREDENTIALS_FILE = "mcp-credentials.json"
+
+
+class FileEntry(TypedDict, total=False):
+    """One server as `mcp.json` keeps it (the `mcpServers` shape other tools read too)."""
+
+    command: str
+    args: list[str]
+    cwd: str
+    type: str
+    url: str
+    headers: dict[str, str]
+    disabled: bool
+    name: str
+    exposure: str
 
 
 def load(root: Path) -> McpConfig:
@@ -77,10 +92,10 @@ def load(root: Path) -> McpConfig:
 def save(root: Path, config: McpConfig) -> None:
     """Write both files (credentials first, so no secret is ever only in `mcp.json`)."""
     root.mkdir(parents=True, exist_ok=True, mode=0o700)
-    entries: dict[str, Any] = {}
+    entries: dict[str, FileEntry] = {}
     secrets: dict[str, str] = {}
     for server in config.servers:
-        entry: dict[str, Any] = {}
+        entry: FileEntry = {}
         if server.transport == "stdio":
             entry["command"] = server.command
             if server.args:
@@ -111,7 +126,7 @@ def save(root: Path, config: McpConfig) -> None:
     write_json_atomic(root / CONFIG_FILE, {"mcpServers": entries})
 
 
-def _read(path: Path) -> dict[str, Any]:
+def _read(path: Path) -> JSONObject:
     try:
         value = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:

@@ -1,6 +1,11 @@
-"""What the model sees of MCP: each server tool as `mcp__<server>__<tool>` (Foya's naming), the
-`mcp_list_resources`, `mcp_read_resource`, `mcp_list_prompts` and `mcp_get_prompt` tools, and
-`tool_search`, which activates deferred tools (of any origin) for the session.
+"""What the model sees of MCP: each server tool as `mcp__<server>__<tool>` (Foya's naming), and the
+`mcp_list_resources`, `mcp_read_resource`, `mcp_list_prompts` and `mcp_get_prompt` tools
+(`tool_search`, which activates deferred tools of any origin, is the turn core's:
+`app.kernel.turns.toolsearch`).
+
+The tools reach the service through the small ports below (`Links`, `Lookups`), which the
+service fits by its shape: this module never imports the service, so the service may build
+these tools.
 
 Approval of a server tool is the tool's own, as in Foya (and as our browser tools do): action
 `execute` for a stdio server, `network` for a remote one, detail `Call MCP tool <server>/<tool>
@@ -15,26 +20,40 @@ import json
 import re
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
+from app.jsontypes import JSONObject
 from app.kernel.approvals import Ask
 from app.kernel.mcp.common import NotConnected, capped
 from app.kernel.mcp.config import name_prefix
-from app.kernel.turns.tooling import ToolRunner, exposure
 from app.tools import ToolError, ToolResult
 from app.tools.base import Action, ToolContext
 
 if TYPE_CHECKING:
     import mcp_types as types
 
-    from app.kernel.mcp.service import McpService
-
-#: Decide an `Ask` in the session's approval mode (emitting through the call's context).
-
+    from app.kernel.mcp.link import Link
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
 MAX_NAME = 64
-SEARCH_LIMIT, SEARCH_MAX = 8, 20
+
+
+class Links(Protocol):
+    """The connected servers (`McpService.link`): raises `NotConnected` for one that is not."""
+
+    def link(self, server_id: str) -> Link: ...
+
+
+class Lookups(Protocol):
+    """The service's resource and prompt look-ups, answered as JSON (`McpService`)."""
+
+    async def resources(self, server_id: str) -> list[JSONObject]: ...
+
+    async def read_resource(self, server_id: str, uri: str) -> JSONObject: ...
+
+    async def prompts(self, server_id: str) -> list[JSONObject]: ...
+
+    async def get_prompt(self, server_id: str, name: str, args: dict[str, str]) -> JSONObject: ...
 
 
 def tool_name(server_id: str, remote: str) -> str:
@@ -51,9 +70,7 @@ def tool_name(server_id: str, remote: str) -> str:
 class ServerTool:
     """One tool of one MCP server."""
 
-    def __init__(
-        self, service: McpService, server_id: str, remote: types.Tool, exposure: str
-    ) -> None:
+    def __init__(self, service: Links, server_id: str, remote: types.Tool, exposure: str) -> None:
         self.service = service
         self.server_id = server_id
         self.remote = remote.name
@@ -63,13 +80,13 @@ class ServerTool:
         self.parameters = schema if schema.get("type") == "object" else {"type": "object"}
         self.exposure = exposure
 
-    def action(self, args: dict[str, Any]) -> Action:
+    def action(self, args: JSONObject) -> Action:
         return "read"  # the approval is asked in `run`, with the server's own action
 
-    def resource(self, args: dict[str, Any], ctx: ToolContext) -> Path | None:
+    def resource(self, args: JSONObject, ctx: ToolContext) -> Path | None:
         return None
 
-    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+    async def run(self, args: JSONObject, ctx: ToolContext) -> ToolResult:
         try:
             link = self.service.link(self.server_id)
         except NotConnected as exc:
@@ -124,8 +141,8 @@ class _Control:
         self,
         name: str,
         description: str,
-        properties: dict[str, Any],
-        run: Callable[[dict[str, Any]], Awaitable[Any]],
+        properties: JSONObject,
+        run: Callable[[JSONObject], Awaitable[Any]],
     ) -> None:
         self.name = name
         self.description = description
@@ -138,13 +155,13 @@ class _Control:
         }
         self._run = run
 
-    def action(self, args: dict[str, Any]) -> Action:
+    def action(self, args: JSONObject) -> Action:
         return "read"
 
-    def resource(self, args: dict[str, Any], ctx: ToolContext) -> Path | None:
+    def resource(self, args: JSONObject, ctx: ToolContext) -> Path | None:
         return None
 
-    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+    async def run(self, args: JSONObject, ctx: ToolContext) -> ToolResult:
         try:
             value = await self._run(args)
         except ToolError:
@@ -156,14 +173,14 @@ class _Control:
         return ToolResult(capped(json.dumps(value, ensure_ascii=False)))
 
 
-def control_tools(service: McpService) -> list[_Control]:
+def control_tools(service: Lookups) -> list[_Control]:
     """`mcp_list_resources`, `mcp_read_resource`, `mcp_list_prompts`, `mcp_get_prompt`."""
 
-    def text(args: dict[str, Any], key: str) -> str:
+    def text(args: JSONObject, key: str) -> str:
         value = args.get(key)
         return value.strip() if isinstance(value, str) else ""
 
-    async def get_prompt(args: dict[str, Any]) -> Any:
+    async def get_prompt(args: JSONObject) -> Any:
         raw = args.get("args")
         given = (
             {k: v for k, v in raw.items() if isinstance(v, str)} if isinstance(raw, dict) else {}
@@ -201,73 +218,3 @@ def control_tools(service: McpService) -> list[_Control]:
             get_prompt,
         ),
     ]
-
-
-SEARCH_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "query": {
-            "type": "string",
-            "description": "Short description of the needed capability, such as browser "
-            "navigation or browser click.",
-        },
-        "limit": {
-            "type": "integer",
-            "minimum": 1,
-            "maximum": SEARCH_MAX,
-            "description": "Maximum tools to activate. Defaults to 8.",
-        },
-    },
-    "required": ["query"],
-    "additionalProperties": False,
-}
-
-
-class ToolSearch:
-    """`tool_search` (Foya's): find deferred tools by what they do and activate them for the
-    session; they are offered from the next model step on."""
-
-    name = "tool_search"
-    description = (
-        "Search and activate deferred tool capabilities by task description. Activated tools "
-        "become available on the next model step."
-    )
-    exposure = "direct"
-
-    def __init__(self, runner: ToolRunner) -> None:
-        self.runner = runner
-        self.parameters = SEARCH_SCHEMA
-
-    def action(self, args: dict[str, Any]) -> Action:
-        return "read"
-
-    def resource(self, args: dict[str, Any], ctx: ToolContext) -> Path | None:
-        return None
-
-    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        query = args.get("query")
-        if not isinstance(query, str) or not query.strip():
-            raise ToolError("query is required")
-        limit = args.get("limit")
-        if not isinstance(limit, int) or isinstance(limit, bool) or limit <= 0:
-            limit = SEARCH_LIMIT
-        found = search(self.runner, query, min(limit, SEARCH_MAX))
-        self.runner.activate(ctx.session, [t.name for t in found])
-        rows = [{"name": t.name, "description": t.description} for t in found]
-        return ToolResult(json.dumps({"activated": rows}, ensure_ascii=False))
-
-
-def search(runner: ToolRunner, query: str, limit: int) -> list[Any]:
-    """The deferred tools matching `query`, best first (Foya's scoring: the whole query in the
-    name or description counts 100, else one per word of 3+ characters found), then by name."""
-    query = query.strip().lower()
-    terms = sorted({t for t in re.split(r"[\s_\-/:,.;()\[\]{}]+", query) if len(t) >= 3})
-    scored = []
-    for tool in runner.tools.values():
-        if exposure(tool) != "deferred":
-            continue
-        haystack = f"{tool.name}\n{tool.description}".lower()
-        score = 100 if query in haystack else sum(t in haystack for t in terms)
-        if score:
-            scored.append((-score, tool.name, tool))
-    return [tool for _, _, tool in sorted(scored, key=lambda s: (s[0], s[1]))[:limit]]

@@ -4,7 +4,7 @@ The model's input becomes the validated checkpoint summary plus the active messa
 boundary; the user's history stays whole (the checkpoint is a fact in the log and a projection).
 A boundary never separates an assistant tool call from its results.
 
-Budget (reference §7): the output reserve is a quarter of the window (at most 16K) until a
+Budget: the output reserve is a quarter of the window (at most 16K) until a
 reply was seen, then twice the last output clamped to 1K-8K; an unknown window counts as 32K.
 Token estimates use the last accepted request's real input count as a baseline where one exists
 (`context_request_accepted`), plus ~4 characters per token for what was added since.
@@ -35,6 +35,7 @@ from app.events import CompactionStarted as Started
 from app.kernel import usage
 from app.kernel.ids import iso_now, new_id
 from app.kernel.providers import Providers
+from app.kernel.sessionrow import SessionRow
 from app.kernel.sessions import Sessions
 from app.kernel.turns.context import summary_message
 from app.providers.base import ChatRequest, Provider, ProviderError, Usage
@@ -187,15 +188,21 @@ def compacted(made: Checkpoint) -> Compacted:
 
 
 class NothingToCompact(Conflict):
+    """A compaction of a history that is already as short as it gets."""
+
     code = "nothing_to_compact"
 
 
 class CompactionUnavailable(FoyaError):
+    """The session has no usable model connection to compact with."""
+
     status = 501
     code = "compaction_unavailable"
 
 
 class CompactionFailed(FoyaError):
+    """The model failed to summarise the history for a compaction."""
+
     status = 502
     code = "compaction_failed"
 
@@ -212,7 +219,7 @@ def route_key(row: Mapping[str, Any], connection: Mapping[str, Any]) -> str:
     )
 
 
-def context_window(connection: dict[str, Any], model: str) -> int | None:
+def context_window(connection: Mapping[str, Any], model: str) -> int | None:
     settings = (connection.get("model_settings") or {}).get(model) or {}
     window = settings.get("context_window") or settings.get("max_input_tokens")
     return int(window) if window else None
@@ -278,7 +285,7 @@ class Compactor:
     async def _summarize(
         self,
         provider: Provider,
-        row: dict[str, Any],
+        row: SessionRow,
         prior: str | None,
         covered: list[Message],
         depth: int = 0,

@@ -1,4 +1,4 @@
-"""A turn's input (`POST …/turns`, the queue, a command run): its limits (reference §1), its
+"""A turn's input (`POST …/turns`, the queue, a command run): its limits, its
 attachments, which `attachments: [{id}]` turn into the session's committed artifacts, and its
 workspace files.
 
@@ -30,6 +30,7 @@ from app.errors import BadRequest, FoyaError
 from app.events import InputContext, QueueItem
 from app.files import ProtectedPaths
 from app.kernel.connections import Connections
+from app.kernel.sessionrow import SessionRow
 from app.kernel.sessions import Sessions
 from app.kernel.workspace import existing_file
 from app.text.surrogates import has_lone_surrogate
@@ -41,6 +42,12 @@ class InvalidInput(BadRequest):
     """A turn or queue body outside the reference's input rules."""
 
     code = "invalid_queue_message"
+
+
+class ImageInputUnsupported(BadRequest):
+    """A turn with attachments for a model that does not accept images."""
+
+    code = "image_input_unsupported"
 
 
 class AttachmentId(Lenient):
@@ -61,7 +68,7 @@ class BrowserElement(Lenient):
 
 
 class TurnInput(Lenient):
-    """`POST …/turns` and `POST …/queue` (reference §1), as the HTTP layer decodes it: a field
+    """`POST …/turns` and `POST …/queue`, as the HTTP layer decodes it: a field
     of the wrong JSON type is a decode failure (400 `bad_request`), unknown fields are dropped,
     as Foya's decoder does. `accept` then applies the input rules (400 `invalid_queue_message`)."""
 
@@ -109,7 +116,7 @@ def _element(element: BrowserElement) -> dict[str, str]:
 
 
 def validate_turn(turn: TurnInput) -> Accepted:
-    """`turn` checked against the input limits of `POST …/turns` and the queue (reference §1)
+    """`turn` checked against the input limits of `POST …/turns` and the queue
     and normalised: text may be empty only when attachments or browser elements carry the
     input; browser elements are trimmed and must point at an http(s) page."""
     message = _text(turn.message, "message")
@@ -139,7 +146,7 @@ def validate_turn(turn: TurnInput) -> Accepted:
     return accepted
 
 
-def image_input(connections: Connections, row: dict[str, Any]) -> bool:
+def image_input(connections: Connections, row: SessionRow) -> bool:
     """Whether the session's model takes images; only an explicit `image_input: false` in the
     connection's model settings says no (unknown models are given the benefit of the doubt)."""
     cid = row.get("connection_id")
@@ -166,7 +173,7 @@ def workspace_files(root: Path, paths: list[str], protected: ProtectedPaths) -> 
 async def accept(
     artifacts: Artifacts,
     connections: Connections,
-    row: dict[str, Any],
+    row: SessionRow,
     turn: TurnInput,
     workspace: tuple[Path, ProtectedPaths],
 ) -> Accepted:
@@ -183,9 +190,7 @@ async def accept(
     if not all(ids):
         raise InvalidInput("attachments: each must be {id}")
     if not image_input(connections, row):
-        raise BadRequest(
-            f"model {row.get('model')} does not accept images", code="image_input_unsupported"
-        )
+        raise ImageInputUnsupported(f"model {row.get('model')} does not accept images")
     accepted["attachments"] = await asyncio.to_thread(artifacts.commit, str(row["id"]), ids)
     return accepted
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from app.errors import BadRequest, NotFound
 from app.events import QueueItem, input_context
 from app.kernel.ids import iso_now, new_id
-from app.kernel.turns.inputs import Accepted
+from app.kernel.turns.inputs import Accepted, InvalidInput
 
 
 class QueueItemNotFound(NotFound):
@@ -70,7 +70,7 @@ class Queues:
         item = self._find(session, item_id)
         if text is not None:
             if not text.strip():
-                raise BadRequest("message: must not be empty", code="invalid_queue_message")
+                raise InvalidInput("message: must not be empty")
             item["text"] = text
         if position is not None:
             if position < 0:

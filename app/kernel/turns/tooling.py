@@ -14,37 +14,32 @@ A tool's `exposure` (Foya's; absent means `direct`) decides whether the model is
 (`activate`; from the next step on, for as long as the kernel runs). A call of a tool not
 offered is refused like a call of a tool the session may not use.
 
-A file tool's change is journaled before it reaches the disk (`ToolContext.intend` →
-`Store.begin_restore`, one file, action `tool_change`), and the tool's `message_end` forgets
-that journal in the same transaction that records the change. So the rule after a crash is
-simply: a journal still stored means no committed event records the change, and startup
-recovery puts the file back if it is exactly the after-image (kernel.recovery). While the
-kernel runs, a change whose `message_end` is not committed (tool failed or cancelled, the
-append failed) is rolled back the same way, at once.
+A file tool's change is journaled before it reaches the disk and forgotten when its record
+commits (`app.kernel.turns.intents`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from app import events as k
-from app.errors import FoyaError
-from app.events import Message, ToolUpdate
+from app.events import ToolUpdate
+from app.jsontypes import JSONObject
 from app.kernel.approvals import Approvals, Ask, Decision
-from app.kernel.filestate import roll_back
-from app.kernel.ids import iso_now, new_id
 from app.kernel.providers import Providers
+from app.kernel.sessionrow import SessionRow
+from app.kernel.turns.intents import Intent, intender, record, undo
 from app.kernel.turns.loopguard import LoopGuard, call_signature, gate_text
+from app.kernel.turns.toolcalls import Emit, ParsedCall, exposure, schema
+from app.kernel.turns.tooltable import ToolTable
 from app.logs import get_logger
 from app.store import Store
-from app.store.journals import TOOL_CHANGE, FileImage, JournalFile
 from app.tools import Tool, ToolError, ToolResult
-from app.tools.base import FileIntent, ToolContext, inside, settled
+from app.tools.base import ToolContext, inside, settled
 from app.wire import arguments_text
 
 GUARDIAN_PROMPT = (
@@ -52,27 +47,16 @@ GUARDIAN_PROMPT = (
     "the call is a reasonable, non-destructive step for a developer's task, DENY otherwise."
 )
 
-Emit = Callable[..., Awaitable[None]]
-
 #: The tool names a session may use (None: no limit of this policy's), from its row.
-ToolPolicy = Callable[[dict[str, Any]], Collection[str] | None]
+ToolPolicy = Callable[[SessionRow], Collection[str] | None]
 
 MAX_PARALLEL = 5
 
 
-def allowed_tools_policy(row: dict[str, Any]) -> Collection[str] | None:
+def allowed_tools_policy(row: SessionRow) -> Collection[str] | None:
     """A sub-agent's `allowed_tools` (stored as JSON on its row)."""
     raw = row.get("allowed_tools_json")
     return None if raw is None else frozenset(json.loads(raw))
-
-
-@dataclass
-class _Intent:
-    """The journaled change of one tool call, until its `message_end` commits."""
-
-    journal: int | None = None
-    file: JournalFile | None = None
-    recorded: bool = False
 
 
 @dataclass
@@ -81,7 +65,7 @@ class _Step:
 
     session: str
     run_id: str
-    row: dict[str, Any]
+    row: SessionRow
     cwd: Path
     tools: dict[str, Tool]
     emit: Emit
@@ -93,13 +77,9 @@ class _Step:
 class _Call:
     """One call of a step: what it asked, its change journal, and (once run) its result."""
 
-    call: dict[str, Any]
-    intent: _Intent = field(default_factory=_Intent)
+    call: ParsedCall
+    intent: Intent = field(default_factory=Intent)
     result: ToolResult | None = None
-
-
-def _image(content: bytes | None, mode: int | None) -> FileImage:
-    return FileImage(content is not None, mode, content)
 
 
 class ToolRunner:
@@ -107,24 +87,26 @@ class ToolRunner:
 
     def __init__(
         self,
-        tools: dict[str, Tool],
+        tools: ToolTable,
         approvals: Approvals,
         providers: Providers,
         trash: Path,
         store: Store,
+        policies: Sequence[ToolPolicy] = (),
     ) -> None:
+        """`policies` are the capabilities' limits on a session's tools (plan mode's), applied
+        after a sub-agent's own `allowed_tools`."""
         self.tools = tools
         self.approvals = approvals
         self.providers = providers
         self.trash = trash
         self.store = store
         self.log = get_logger("foya.tools")
-        self.policies: list[ToolPolicy] = [allowed_tools_policy]
-        self.activated: dict[str, set[str]] = {}  # session → deferred tools tool_search found
+        self.policies: tuple[ToolPolicy, ...] = (allowed_tools_policy, *policies)
 
-    def available(self, row: dict[str, Any]) -> dict[str, Tool]:
+    def available(self, row: SessionRow) -> dict[str, Tool]:
         """The tools session `row` may use: those every policy allows, if offered at all."""
-        active = self.activated.get(str(row.get("id")), set())
+        active = self.tools.active(str(row.get("id")))
         tools = {
             name: tool
             for name, tool in self.tools.items()
@@ -136,7 +118,7 @@ class ToolRunner:
                 tools = {name: tool for name, tool in tools.items() if name in allowed}
         return tools
 
-    def approval(self, row: dict[str, Any], emit: Emit) -> Callable[[Ask], Awaitable[Decision]]:
+    def approval(self, row: SessionRow, emit: Emit) -> Callable[[Ask], Awaitable[Decision]]:
         """How a call of session `row` asks for approval: its mode, hooks and guardian."""
 
         async def approve(ask: Ask) -> Decision:
@@ -151,9 +133,9 @@ class ToolRunner:
 
     def activate(self, session: str, names: Collection[str]) -> None:
         """Offer these deferred tools to `session` from its next step on."""
-        self.activated.setdefault(session, set()).update(names)
+        self.tools.activate(session, names)
 
-    def schemas(self, row: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    def schemas(self, row: SessionRow | None = None) -> list[JSONObject]:
         """The tools (of session `row`, if given) as Chat Completions function definitions."""
         tools = self.tools if row is None else self.available(row)
         return [schema(t) for t in tools.values()]
@@ -162,9 +144,9 @@ class ToolRunner:
         self,
         session: str,
         run_id: str,
-        row: dict[str, Any],
+        row: SessionRow,
         cwd: Path,
-        calls: list[dict[str, Any]],
+        calls: list[ParsedCall],
         emit: Emit,
         running: dict[str, asyncio.Task[ToolResult]],
         guard: LoopGuard,
@@ -188,7 +170,7 @@ class ToolRunner:
                 intent = item.intent
                 if intent.journal is not None and not intent.recorded:
                     try:
-                        await settled(self._undo(intent))
+                        await settled(undo(self.store, intent))
                     except Exception as exc:  # the journal stays: the next start rolls it back
                         self.log.error(
                             "could not take back an unrecorded file change", error=str(exc)
@@ -198,7 +180,7 @@ class ToolRunner:
     async def _one(self, step: _Step, item: _Call) -> None:
         await self._guarded(step, item)
         assert item.result is not None
-        await self._record(item.call, item.result, step.emit, item.intent)
+        await record(item.call, item.result, step.emit, item.intent)
 
     async def _side_by_side(self, step: _Step, lane: list[_Call]) -> None:
         """Consecutive parallel calls: at most MAX_PARALLEL at once, recorded in call order."""
@@ -217,7 +199,7 @@ class ToolRunner:
                 group.create_task(bounded(item))
         for item in lane:
             assert item.result is not None
-            await self._record(item.call, item.result, step.emit, item.intent)
+            await record(item.call, item.result, step.emit, item.intent)
 
     async def _guarded(self, step: _Step, item: _Call) -> None:
         """Run one call unless the loop guard holds it back; its result goes to `item`."""
@@ -236,62 +218,7 @@ class ToolRunner:
         item.result = await self._execute(step, call, item.intent)
         step.guard.result(signature, item.result.is_error)
 
-    @staticmethod
-    async def _record(
-        call: dict[str, Any], result: ToolResult, emit: Emit, intent: _Intent
-    ) -> None:
-        """`tool_end`, then the tool's `message_end`, which forgets the change's journal."""
-        end: dict[str, Any] = {"id": call["id"], "name": call["name"], "output": result.output}
-        message: Message = {
-            "role": "tool",
-            "tool_call_id": call["id"],
-            "name": call["name"],
-            "content": result.output,
-            "created_at": iso_now(),
-        }
-        if result.is_error:
-            end["is_error"] = message["is_error"] = True
-        if result.diff:
-            end["diff"] = message["diff"] = result.diff
-        if result.file_change:
-            message["file_change"] = result.file_change
-        await emit(k.TOOL_END, end)
-        journal = intent.journal if result.file_change else None
-        # Not cancellable half-way: whether the change got recorded must be known here.
-        await settled(emit(k.MESSAGE_END, message, result.blobs, journal=journal))
-        intent.recorded = journal is not None
-
-    def _intend(self, session: str, intent: _Intent) -> Callable[[FileIntent], Awaitable[None]]:
-        """The tools' `intend`: journal the change durably before it is made."""
-
-        async def intend(change: FileIntent) -> None:
-            file = JournalFile(
-                str(change.path),
-                _image(change.before, change.before_mode),
-                _image(change.after, change.after_mode),
-                TOOL_CHANGE,
-            )
-            pending = asyncio.ensure_future(self.store.begin_restore(session, 0, [file]))
-            try:
-                await settled(pending)
-            except FoyaError as exc:
-                raise ToolError(
-                    f"the change could not be recorded, so it was not made: {exc}"
-                ) from None
-            finally:
-                if pending.done() and not pending.cancelled() and pending.exception() is None:
-                    intent.journal, intent.file = pending.result(), file
-
-        return intend
-
-    async def _undo(self, intent: _Intent) -> None:
-        """Take back a change no committed event records, then forget its journal."""
-        assert intent.journal is not None and intent.file is not None
-        for path in await asyncio.to_thread(roll_back, [intent.file]):
-            self.log.error("left a file alone: it changed again after the tool", path=path)
-        await self.store.finish_journal(intent.journal)
-
-    async def _execute(self, step: _Step, call: dict[str, Any], intent: _Intent) -> ToolResult:
+    async def _execute(self, step: _Step, call: ParsedCall, intent: Intent) -> ToolResult:
         session, row, cwd, tools = step.session, step.row, step.cwd, step.tools
         tool = tools.get(call["name"])
         if tool is None:
@@ -310,7 +237,7 @@ class ToolRunner:
         ctx = ToolContext(
             cwd,
             self.trash,
-            self._intend(session, intent),
+            intender(self.store, session, intent),
             row.get("project_id"),
             session,
             step.run_id,
@@ -345,30 +272,3 @@ class ToolRunner:
             return ToolResult(str(exc), is_error=True)
         except OSError as exc:
             return ToolResult(f"{tool.name} failed: {exc.strerror or exc}", is_error=True)
-
-
-def exposure(tool: Tool) -> str:
-    """`direct`, `deferred` or `hidden` (a tool that does not say is `direct`)."""
-    return str(getattr(tool, "exposure", "direct"))
-
-
-def schema(tool: Tool) -> dict[str, Any]:
-    return {
-        "type": "function",
-        "function": {
-            "name": tool.name,
-            "description": tool.description,
-            "parameters": tool.parameters,
-        },
-    }
-
-
-def parsed(call: dict[str, Any]) -> dict[str, Any]:
-    raw = "".join(call["args"]) or "{}"
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        value = None
-    if isinstance(value, dict):
-        return {"id": call["id"] or new_id(), "name": call["name"] or "", "input": value}
-    return {"id": call["id"] or new_id(), "name": call["name"] or "", "input": {}, "invalid": True}

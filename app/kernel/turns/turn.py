@@ -1,4 +1,4 @@
-"""One turn, from its opening facts to its `turn_complete` (reference §2 "Order within a turn").
+"""One turn, from its opening facts to its `turn_complete`.
 
 1. `open`: the prompt's `UserPromptSubmit` hooks (`app.kernel.hooks`), then their
    `hook_completed` facts, the user message, `turn_started` and the phase change, in one commit.
@@ -29,17 +29,25 @@ from __future__ import annotations
 import asyncio
 import functools
 import itertools
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Literal
 
 from app import events as k
 from app.errors import FoyaError, InsufficientStorage
 from app.events import EventDraft, Message, TurnComplete, TurnStarted, input_context
 from app.kernel.approvals import Ask, Decision, permission_hooks
-from app.kernel.hooks import PERMISSION_REQUEST, STOP, USER_PROMPT_SUBMIT, Hooks, Outcome
 from app.kernel.ids import iso_now, new_id
 from app.kernel.sessions import Sessions
 from app.kernel.turns.inputs import Accepted
+from app.kernel.turns.ports import (
+    PERMISSION_REQUEST,
+    STOP,
+    USER_PROMPT_SUBMIT,
+    Answered,
+    HookOutcome,
+    HookPort,
+    Unheard,
+)
 from app.kernel.turns.steps import Run, Steps
 from app.kernel.turns.titles import Titles
 from app.logs import get_logger
@@ -48,8 +56,6 @@ from app.providers.base import ProviderError
 FULL_DISK_RETRY_MAX = 30.0
 CONTINUE = "Continue working on the current task instead of ending the turn."
 Status = Literal["completed", "cancelled", "failed"]
-#: Told (session, run id, answer) when a turn's model is done, before `turn_complete`.
-Answered = Callable[[str, str, str], Awaitable[None]]
 
 
 class TurnCycle:
@@ -60,7 +66,7 @@ class TurnCycle:
         sessions: Sessions,
         steps: Steps,
         titles: Titles,
-        hooks: Hooks,
+        hooks: HookPort,
         turn_completed: Callable[[], None],
         answered: Answered,
     ) -> None:
@@ -104,13 +110,13 @@ class TurnCycle:
             prompt.facts(run.session, run.run_id),
         )
 
-    async def _prompt_hooks(self, run: Run, prompt: str) -> Outcome:
+    async def _prompt_hooks(self, run: Run, prompt: str) -> HookOutcome:
         """What the UserPromptSubmit hooks say of `prompt`. They run as the turn's task, so a
         cancel of the turn kills them; a killed hook says nothing."""
         row = await self.sessions.row(run.session)
         if not self.hooks.wants(USER_PROMPT_SUBMIT, row):
-            return Outcome()
-        said: list[Outcome] = []
+            return Unheard()
+        said: list[HookOutcome] = []
 
         async def ask() -> None:
             fields = {"user_prompt": prompt}
@@ -123,11 +129,11 @@ class TurnCycle:
             task.cancel()  # when this call itself is cancelled (a no-op once done)
             run.turn = None
         if task.cancelled():
-            return Outcome()
+            return Unheard()
         task.result()  # raises what went wrong, if anything did
         return said[0]
 
-    async def _refuse(self, run: Run, prompt: Outcome) -> None:
+    async def _refuse(self, run: Run, prompt: HookOutcome) -> None:
         """A prompt its hooks denied: their results, `error` and `turn_complete{failed}`, in one
         commit, and not the prompt itself. The turn has ended."""
         message = "User request blocked by a hook: " + prompt.feedback("Request not allowed")

@@ -1,0 +1,220 @@
+"""What plugs into the turn, and the turn core built from it with its tool table complete.
+
+Each capability here declares its tools, its limits on a session's tools and what it adds to
+the system prompt in its `Capability` record (`_plugs`); the tool table and `Turns` are built
+from those records, so nothing is added to the table after the turn core exists. MCP servers'
+tools come and go through the table's source (the service replaces its snapshot), never by
+editing a dictionary the turn reads.
+
+Two cycles are real and are broken by ports that exist before both sides: sub-agents and plan
+mode start and stop turns but are built before the turn core (their tools and limits are in its
+table), so they hold a `TurnControl` that answers with the turn core at call time; and skills
+check their `required-tools` against the tool table, which holds the skill tools, so they ask
+for the table's names at call time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from functools import cached_property
+
+from app.kernel.agents import Agents, Definitions, agent_tools
+from app.kernel.background import BackgroundCommands
+from app.kernel.interactions import AskUser, BrowserActions, Questions, browser_tools
+from app.kernel.mcp import McpService, ServerConfig, Timeouts, control_tools
+from app.kernel.plugins import Plugins
+from app.kernel.turns.inputs import TurnAccepted, TurnInput
+from app.kernel.turns.plugs import TurnPlugs
+from app.kernel.turns.runner import Turns
+from app.kernel.turns.toolsearch import ToolSearch
+from app.kernel.turns.tooltable import ToolTable
+from app.kernel.usercontext.prompt import PromptContext
+from app.kernel.usercontext.skills import Skills
+from app.kernel.usercontext.tools import context_tools
+from app.kernel.web import WebSearch, web_tools
+from app.kernel.web.guard import AllowList
+from app.kernel.wiring.capability import Capability, blocking
+from app.kernel.wiring.foundation import Foundation
+from app.kernel.workflows import Workflows, task_tools
+from app.tools import Tool, registry
+from app.tools.bash import bash_tools
+
+
+class LateTurns:
+    """The `TurnControl` of the capabilities built before the turn core: each call goes to the
+    root's turn core, which exists by the time anything calls."""
+
+    def __init__(self, root: Plugged) -> None:
+        self.root = root
+
+    async def submit(
+        self, session: str, turn: TurnInput, command: str | None = None
+    ) -> TurnAccepted:
+        return await self.root.turns.submit(session, turn, command)
+
+    async def cancel(self, session: str, reason: str = "user_stop") -> None:
+        await self.root.turns.cancel(session, reason)
+
+    async def workspace_files(self, session: str, paths: list[str]) -> list[str]:
+        return await self.root.turns.workspace_files(session, paths)
+
+
+class Plugged(Foundation):
+    """The capabilities that plug into the turn, the tool table and the turn core."""
+
+    @cached_property
+    def plugins(self) -> Plugins:
+        """Plugins under ~/.foya/plugins: their skills, commands and agents join the user's."""
+        allow = AllowList.parse(self.settings.web_fetch_allow_hosts)  # git remotes: web_fetch's
+        data = self.settings.data_dir
+        return Plugins(self.home / ".foya", data, on_change=self._plugins_changed, allow=allow)
+
+    @cached_property
+    def skills(self) -> Skills:
+        dirs = self.plugins.enabled_dirs
+        data = self.settings.data_dir
+        return Skills(self.home, data, self.projects, self._tool_names, plugin_dirs=dirs)
+
+    @cached_property
+    def prompt(self) -> PromptContext:
+        return PromptContext(self.user_context, self.skills)
+
+    @cached_property
+    def web(self) -> WebSearch:
+        """web_search and web_fetch, and the /web-search settings behind them."""
+        return WebSearch(self.settings.data_dir, self.settings.web_fetch_allow_hosts)
+
+    @cached_property
+    def mcp(self) -> McpService:
+        """MCP servers: their tools are a source of the tool table."""
+        s = self.settings
+        timeouts = Timeouts(s.mcp_connect_timeout, s.mcp_call_timeout, s.mcp_ping_interval)
+        root, allow = self.home / ".foya", s.web_fetch_allow_hosts
+        return McpService(root, timeouts, s.mcp_registry_url, allow, web=self.web)
+
+    @cached_property
+    def agents(self) -> Agents:
+        """Sub-agents: child sessions of a session, their runs, limits and the agent tools."""
+        dirs = self.plugins.enabled_dirs
+        definitions = Definitions(self.home, self.projects, plugin_dirs=dirs)
+        turns = LateTurns(self)
+        return Agents(
+            self.settings,
+            self.sessions,
+            self.broker,
+            turns,
+            self.projects,
+            definitions,
+            self.metrics,
+        )
+
+    @cached_property
+    def background(self) -> BackgroundCommands:
+        """bash with its background mode, bash_status and bash_cancel, kept per session."""
+        return BackgroundCommands(self.sessions)
+
+    @cached_property
+    def workflows(self) -> Workflows:
+        """Plan mode (it limits a planning session's tools) and the task list tools."""
+        return Workflows(self.settings.data_dir, self.sessions, LateTurns(self))
+
+    @cached_property
+    def questions(self) -> Questions:
+        """ask_user: each call waits for a client's answer."""
+        return Questions(self.sessions)
+
+    @cached_property
+    def browser_actions(self) -> BrowserActions:
+        return BrowserActions(self.sessions, self.settings.browser_action_timeout)
+
+    def _plugs(self) -> list[Capability]:
+        """The capabilities whose tools, limits and instructions the turn core is built with."""
+        files = registry(self.protected)
+        ctx = context_tools(self.prompt, self.user_context, self.projects)
+        workflows = self.workflows
+        return [
+            Capability("files", files),
+            Capability("context", ctx),
+            Capability(
+                "web", web_tools(self.web), start=blocking(self.web.load), close=self.web.close
+            ),
+            Capability(
+                "mcp",
+                {t.name: t for t in control_tools(self.mcp)},
+                start=self._start_mcp,
+                shutdown=self.mcp.stop,
+                close=self.mcp.stop,
+            ),
+            Capability(
+                "interactions",
+                {"ask_user": AskUser(self.questions), **browser_tools(self.browser_actions)},
+            ),
+            Capability(
+                "background",
+                bash_tools(self.background),
+                shutdown=self.background.stop_all,
+                close=self.background.stop_all,
+                end_session=self.background.end_session,
+                forget=self.background.end_session,  # one started meanwhile
+            ),
+            Capability(
+                "workflows",
+                task_tools(self.sessions),
+                policies=(workflows.policy,),
+                instructions=(workflows.instructions,),
+                start=blocking(workflows.load),
+                removed=workflows.end_session,
+            ),
+            Capability(
+                "agents",
+                agent_tools(self.agents),
+                start=self.agents.start,
+                shutdown=self.agents.stop,
+                close=self.agents.stop,
+                end_session=self.agents.end_session,
+            ),
+        ]
+
+    @cached_property
+    def _plugged(self) -> list[Capability]:
+        return self._plugs()
+
+    @cached_property
+    def tool_table(self) -> ToolTable:
+        """Every tool a turn may be offered: the capabilities' own, then the MCP servers'."""
+        static: dict[str, Tool] = {}
+        for capability in self._plugged:
+            static.update(capability.tools)
+        return ToolTable(static, sources=(self.mcp,), readers=(ToolSearch,))
+
+    def _tool_names(self) -> Collection[str]:
+        return self.tool_table.names()
+
+    @cached_property
+    def turns(self) -> Turns:
+        plugs = TurnPlugs(
+            self.tool_table,
+            self.hooks,
+            self.prompt,
+            policies=[p for c in self._plugged for p in c.policies],
+            instructions=[i for c in self._plugged for i in c.instructions],
+            turn_completed=self.memory_keeper.wake,
+            user_stopped=self.agents.cancel_tree,
+            turn_answered=self.workflows.answered,
+        )
+        data, protected = self.settings.data_dir, self.protected
+        args = (self.sessions, self.store, self.providers, self.approvals, self.queues)
+        return Turns(*args, data, self.metrics, plugs, protected=protected)
+
+    def _plugin_mcp_servers(self) -> list[ServerConfig]:
+        return [
+            ServerConfig(**s.model_dump(exclude={"plugin_id"}, exclude_none=True))
+            for s in self.plugins.mcp_servers()
+        ]
+
+    async def _start_mcp(self) -> None:
+        self.mcp.start(self._plugin_mcp_servers())  # servers connect in the background
+
+    async def _plugins_changed(self) -> None:
+        """A plugin was installed, removed, enabled or disabled: its MCP servers follow."""
+        await self.mcp.set_plugin_servers(self._plugin_mcp_servers())
