@@ -1,4 +1,4 @@
-"""Commands (reference §1 "Commands"; Foya's `workflow.CommandManager`) against a real `foya serve`
+"""Commands (Foya's `workflow.CommandManager`) against a real `foya serve`
 whose HOME is a temp dir: Markdown files under `~/.foya/commands` and `<project>/.foya/commands`
 are the source of truth, read afresh (a hand edit shows at once), written atomically (0600) and
 never outside those directories. Running a command is a real turn against the fake provider.
@@ -30,7 +30,7 @@ from support.fake_provider import (
 from support.helpers import Launcher, base_env, short_tmpdir
 from support.streams_helpers import assert_error, unix_kernel
 
-from app.kernel.usercontext.commands import expand
+from app.kernel.usercontext.commandfiles import expand
 
 
 @pytest.fixture(scope="module")

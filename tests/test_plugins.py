@@ -1,4 +1,4 @@
-"""Plugins (reference §1 "Also present"; Foya's `plugin` package): packages of skills, commands,
+"""Plugins (Foya's `plugin` package): packages of skills, commands,
 agent definitions and MCP servers installed under `~/.foya/plugins`.
 
 A real `foya serve` whose HOME is a temp directory, and whose git configuration
@@ -26,7 +26,8 @@ from support.streams_helpers import assert_error, unix_kernel
 
 from app.kernel.plugins import Plugins
 from app.kernel.plugins.git import parse_source
-from app.kernel.plugins.manifest import MANIFEST_SCHEMA, MCP_SCHEMA
+from app.kernel.plugins.manifest import MANIFEST_SCHEMA
+from app.kernel.plugins.mcpspec import MCP_SCHEMA
 from app.kernel.plugins.models import Problem
 
 HOOK = "#!/bin/sh\ntouch {marker}\n"
@@ -292,12 +293,12 @@ def test_bad_packages_and_sources_are_refused_and_leave_nothing(
         str(tmp_path / "missing"): "expected a local directory",
         str(inside): "inside the plugin install directory",
     }
-    for source, message in sources.items():
-        refused = assert_error(
-            client.post("/plugins/install", json={"source": source}), 400, "plugin_install_failed"
+    for named, message in sources.items():
+        said = assert_error(
+            client.post("/plugins/install", json={"source": named}), 400, "plugin_install_failed"
         )
-        assert message in refused["message"], source
-        assert "hunter2" not in refused["message"]
+        assert message in said["message"], named
+        assert "hunter2" not in said["message"]
     for body in ({"source": "  "}, {"source": 1}, {"source": "x", "other": 1}, {}):
         assert_error(client.post("/plugins/install", json=body), 400, "bad_request")
     assert_error(client.patch("/plugins/x", json={}), 400, "bad_request")

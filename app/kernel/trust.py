@@ -41,13 +41,14 @@ import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal, TypedDict
 
 from pydantic import BaseModel, WithJsonSchema
 
 from app.errors import Conflict
 from app.files import write_json_atomic
 from app.kernel.hooks.config import HOOKS_FILE, MAX_FILE_BYTES, HooksUnreadable, parse
+from app.kernel.hooks.ports import Snapshot
 from app.kernel.ids import iso_now
 from app.kernel.projects import Projects
 from app.kernel.usercontext.journal import ContextJournal
@@ -58,6 +59,15 @@ EXECUTABLE = (HOOKS_FILE,)
 TRUST_FILE = "trust.json"
 PROJECT_TRUST_REQUESTED = "project_trust_requested"
 State = Literal["trusted", "untrusted", "none"]
+
+
+class TrustRequested(TypedDict):
+    """The `project_trust_requested` notice: the project, and what it would run if trusted."""
+
+    project_id: str
+    path: str
+    digest: str
+    runs: list[Mapping[str, object]]
 
 
 class TrustChanged(Conflict):
@@ -94,17 +104,6 @@ class TrustInfo(BaseModel):
     files: list[str]
     runs: list[Runnable]
     errors: list[str]
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """A project's executable files, read once: their bytes (present ones only) and digest."""
-
-    project_id: str
-    path: Path
-    files: Mapping[str, bytes]
-    digest: str
-    trusted: bool
 
 
 def digest_of(files: Mapping[str, bytes]) -> str:
@@ -274,7 +273,7 @@ class ProjectTrust:
         if snap.trusted or key in self._asked:
             return
         self._asked.add(key)
-        payload: dict[str, Any] = {
+        payload: TrustRequested = {
             "project_id": snap.project_id,
             "path": str(snap.path),
             "digest": snap.digest,

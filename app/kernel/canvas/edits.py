@@ -3,12 +3,10 @@ inputs (the text and images wired into it), and the document changes that show a
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TypedDict
 
 from app.kernel.canvas.models import Asset, CanvasFailed, Document, GenerationRequest, Node
-
-if TYPE_CHECKING:
-    from app.kernel.canvas.service import Edit
+from app.kernel.canvas.ports import DocumentChanges, Edit
 
 OUTPUT_WIDTH, HEADER_HEIGHT = 360, 32  # an image output node is resized to it, as Foya does
 NO_PROMPT = "connect a prompt node or enter a prompt in the generation node"
@@ -56,22 +54,32 @@ def inputs(doc: Document, config: Node) -> tuple[str, list[str]]:
 def marked(ids: tuple[str, ...], status: str, error: str | None = None) -> Edit:
     """Both nodes of a job in `status` (with `error`, or none)."""
 
-    def edit(doc: Document) -> dict[str, Any]:
+    def edit(doc: Document) -> DocumentChanges:
         update = {"status": status, "error": error}
         return {"nodes": [n.model_copy(update=update) if n.id in ids else n for n in doc.nodes]}
 
     return edit
 
 
+class Shown(TypedDict, total=False):
+    """An output node's fields once its job succeeded: the asset it shows, at its size."""
+
+    asset_id: str
+    status: str
+    error: None
+    width: float
+    height: float
+
+
 def done(ids: tuple[str, str], asset: Asset) -> Edit:
     """The job's result added to the assets and shown by the output node; both `success`."""
     config_id, output_id = ids
-    shown: dict[str, Any] = {"asset_id": asset.id, "status": "success", "error": None}
+    shown: Shown = {"asset_id": asset.id, "status": "success", "error": None}
     if asset.width and asset.height:
         shown["width"] = OUTPUT_WIDTH
         shown["height"] = HEADER_HEIGHT + OUTPUT_WIDTH * asset.height / asset.width
 
-    def edit(doc: Document) -> dict[str, Any]:
+    def edit(doc: Document) -> DocumentChanges:
         nodes = [
             n.model_copy(update={"status": "success", "error": None})
             if n.id == config_id

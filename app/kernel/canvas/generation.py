@@ -53,6 +53,7 @@ from app.kernel.canvas.models import (
     RevisionConflict,
     UnsupportedMedia,
 )
+from app.kernel.canvas.ports import Board
 from app.kernel.connections import Connections
 from app.kernel.providers import Providers
 from app.kernel.web.errors import FetchError
@@ -61,7 +62,6 @@ from app.metrics import Metrics
 from app.providers.base import ImageLink, ImageRequest, Provider, ProviderError
 
 if TYPE_CHECKING:
-    from app.kernel.canvas.service import Canvases
     from app.kernel.web.fetch import Fetcher
 
 Job = TypeVar("Job")
@@ -91,7 +91,7 @@ class Generations:
 
     def __init__(
         self,
-        canvases: Canvases,
+        canvases: Board,
         connections: Connections,
         providers: Providers,
         metrics: Metrics,

@@ -14,6 +14,7 @@ Exception map (status, code — Foya's):
 - `RevisionConflict` 409 `canvas_revision_conflict`, the body being the current document plus
   `code` and `message`
 - `CanvasFailed` 400 `canvas_failed`: a rule of the document or of a generation request broken
+- `MissingAsset` 400 `missing_asset`: an asset upload without its multipart field `file`
 - `UnsupportedMedia` 415 `unsupported_canvas_media`, `AssetTooLarge` 413 `canvas_asset_too_large`
 - `GenerationFailed` 502 `generation_provider_failed`: the image or video provider failed (or
   its result could not be downloaded or used)
@@ -162,6 +163,8 @@ class GenerationRequest(Wire):
 
 
 class CanvasNotFound(NotFound):
+    """An unknown canvas, asset, or session to attach a canvas to."""
+
     code = "canvas_not_found"
 
 
@@ -182,12 +185,23 @@ class CanvasFailed(BadRequest):
     code = "canvas_failed"
 
 
+class MissingAsset(BadRequest):
+    """An asset upload without its multipart field `file`."""
+
+    code = "missing_asset"
+
+
 class UnsupportedMedia(FoyaError):
+    """A canvas asset that is not an MP4, QuickTime or WebM video, nor a PNG, JPEG, WebP or GIF
+    image."""
+
     status = 415
     code = "unsupported_canvas_media"
 
 
 class AssetTooLarge(FoyaError):
+    """A canvas asset upload over its size limit (500 MiB for a video, 20 MiB for an image)."""
+
     status = 413
     code = "canvas_asset_too_large"
 

@@ -18,11 +18,11 @@ import contextlib
 import secrets
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from app.artifacts import MAX_BYTES as MAX_IMAGE_BYTES
 from app.broker import Broker
-from app.errors import BadRequest, NotFound
+from app.errors import NotFound
 from app.kernel.canvas import media, rules
 from app.kernel.canvas.generation import Generations
 from app.kernel.canvas.models import (
@@ -35,10 +35,11 @@ from app.kernel.canvas.models import (
     RevisionConflict,
     now,
 )
+from app.kernel.canvas.ports import DocumentChanges, Edit
 from app.kernel.canvas.store import CanvasStore
 from app.kernel.canvas.stream import CREATED, DELETED, UPDATED, CanvasStream, event, topic
 from app.kernel.connections import Connections
-from app.kernel.projects import Projects
+from app.kernel.projects import Projects, UnknownProject
 from app.kernel.providers import Providers
 from app.kernel.sessions import Sessions
 from app.metrics import Metrics
@@ -47,8 +48,6 @@ if TYPE_CHECKING:
     from app.kernel.web.fetch import Fetcher
 
 DEFAULT_TITLE = "Untitled canvas"
-#: A change: the fields to replace, computed from the current document (may raise to refuse).
-Edit = Callable[[Document], dict[str, Any]]
 
 
 class Canvases:
@@ -100,7 +99,7 @@ class Canvases:
                 raise CanvasNotFound(f"session {new.session_id} not found") from None
             project_id = project_id or str(row.get("project_id") or "")
         if project_id and not self.projects.exists(project_id):
-            raise BadRequest(f"project {project_id} not found", code="project_not_found")
+            raise UnknownProject(f"project {project_id} not found")
         stamp = now()
         doc = Document(
             id=secrets.token_hex(16),
@@ -119,8 +118,8 @@ class Canvases:
     async def update(self, canvas_id: str, changes: CanvasChanges) -> Document:
         """Replace the fields given, checked by Foya's rules, as one new revision."""
 
-        def edit(doc: Document) -> dict[str, Any]:
-            fields: dict[str, Any] = {}
+        def edit(doc: Document) -> DocumentChanges:
+            fields: DocumentChanges = {}
             if changes.title is not None:
                 fields["title"] = rules.title(changes.title)
             nodes = doc.nodes

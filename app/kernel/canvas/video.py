@@ -40,11 +40,11 @@ from app.kernel.canvas.models import (
     Node,
     UnsupportedMedia,
 )
+from app.kernel.canvas.ports import Board
 from app.kernel.connections import Connections, video_protocol
 from app.providers.base import PROTOCOLS, ProviderError, VideoProtocol, VideoRequest, VideoTask
 
 if TYPE_CHECKING:
-    from app.kernel.canvas.service import Canvases
     from app.kernel.web.fetch import Fetcher
     from app.providers.video import VideoProvider
 
@@ -117,7 +117,7 @@ def video_job(
 class Videos:
     """Runs video jobs for the canvases (`Generations` schedules them)."""
 
-    def __init__(self, canvases: Canvases, fetcher: Callable[[], Fetcher]) -> None:
+    def __init__(self, canvases: Board, fetcher: Callable[[], Fetcher]) -> None:
         self.canvases = canvases
         self.fetcher = fetcher
 

@@ -1,4 +1,4 @@
-"""Hooks: the user's own commands, run at points of a turn (reference §7; Foya's `hooks`).
+"""Hooks: the user's own commands, run at points of a turn (Foya's `hooks`).
 
 Configuration (`config`). `~/.foya/hooks.json` (scope `global`) and `<project>/.foya/hooks.json`
 (scope `project`) each hold a JSON array of hooks `{id?, name?, event, matcher?, command,
@@ -46,15 +46,9 @@ breaks the rules above, as Foya words it); a bad scope or a missing `project_id`
 500 `context_item_failed` (on GET, a hand-edited file that is not valid, as Foya answers).
 """
 
-from app.kernel.hooks.config import (
-    PERMISSION_REQUEST,
-    STOP,
-    USER_PROMPT_SUBMIT,
-    Hook,
-    HooksUnreadable,
-    InvalidHooks,
-)
+from app.kernel.hooks.config import Hook, HooksUnreadable, InvalidHooks
 from app.kernel.hooks.service import Hooks, Outcome
+from app.kernel.turns.ports import PERMISSION_REQUEST, STOP, USER_PROMPT_SUBMIT
 
 __all__ = [
     "PERMISSION_REQUEST",

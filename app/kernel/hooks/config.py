@@ -28,7 +28,6 @@ EVENTS = (
     "TurnComplete",
     "Notification",
 )
-USER_PROMPT_SUBMIT, STOP, PERMISSION_REQUEST = "UserPromptSubmit", "Stop", "PermissionRequest"
 FILE_NAME = "hooks.json"
 HOOKS_FILE = f".foya/{FILE_NAME}"  # a project's, relative to its directory
 MAX_TIMEOUT = 600
@@ -40,6 +39,8 @@ class InvalidHooks(BadRequest):
 
 
 class HooksUnreadable(FoyaError):
+    """A hooks file that cannot be read (too large, not JSON, or unreadable)."""
+
     status = 500
     code = "context_item_failed"
 

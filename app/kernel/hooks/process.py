@@ -16,6 +16,7 @@ from typing import Any, Literal, cast
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from app.events import HookCompleted
+from app.jsontypes import JSONObject
 from app.kernel.hooks.config import Hook, first_error
 
 DEFAULT_TIMEOUT = 30
@@ -36,7 +37,7 @@ REQUEST_ENV = {
 
 def result(hook: Hook | None, event_id: str, event: str, **fields: Any) -> HookCompleted:
     """A `hook_completed` payload: `hook`'s run (None: its configuration could not be read)."""
-    base: dict[str, Any] = {
+    base: JSONObject = {
         "id": hook.id if hook else "",
         "event_id": event_id,
         "name": hook.label() if hook else "configuration",
@@ -51,7 +52,7 @@ def result(hook: Hook | None, event_id: str, event: str, **fields: Any) -> HookC
     return cast(HookCompleted, base | fields)
 
 
-def environment(request: dict[str, Any]) -> dict[str, str]:
+def environment(request: JSONObject) -> dict[str, str]:
     """A hook's environment: a few of the kernel's variables, never its secrets, plus Foya's
     `FOYA_HOOK_*` description of the request."""
     env = {k: v for k, v in os.environ.items() if k in PASSED_ENV or k.startswith("LC_")}
@@ -66,7 +67,7 @@ class Call:
     """One event's request to its hooks: what they read on stdin, where and with what
     environment they run."""
 
-    request: dict[str, Any]
+    request: JSONObject
     cwd: Path
 
     async def execute(self, hook: Hook) -> tuple[HookCompleted, list[str]]:
@@ -74,7 +75,7 @@ class Call:
         started = time.monotonic()
         stdin = json.dumps(self.request, ensure_ascii=False).encode()
         seconds = hook.timeout or DEFAULT_TIMEOUT
-        fields: dict[str, Any] = {}
+        fields: JSONObject = {}
         context: list[str] = []
         try:
             code, capture = await spawn(
@@ -98,10 +99,10 @@ class _Output(BaseModel):
     halt: bool | None = None
     reason: str | None = None
     context: str | list[str] | None = None
-    updated_input: dict[str, Any] | None = None
+    updated_input: JSONObject | None = None
 
 
-def verdict(code: int, capture: Capture) -> tuple[dict[str, Any], list[str]]:
+def verdict(code: int, capture: Capture) -> tuple[JSONObject, list[str]]:
     """A finished hook's result fields (the exit code first, then its JSON output) and the
     context it gave."""
     stderr = bytes(capture.output[2]).decode(errors="replace").strip()

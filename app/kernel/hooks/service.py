@@ -12,15 +12,15 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import Literal, cast
 
 from app.errors import FoyaError
 from app.events import HOOK_COMPLETED, EventDraft, HookCompleted
 from app.files import write_bytes_atomic
+from app.jsontypes import JSONObject
 from app.kernel.hooks.config import (
     FILE_NAME,
     HOOKS_FILE,
-    PERMISSION_REQUEST,
     Hook,
     HookFiles,
     HooksUnreadable,
@@ -28,14 +28,13 @@ from app.kernel.hooks.config import (
     encoded,
     parse,
 )
+from app.kernel.hooks.ports import Snapshot, TrustGate
 from app.kernel.hooks.process import Call, result
 from app.kernel.ids import iso_now, new_id
-from app.kernel.sessions import Sessions
+from app.kernel.sessions import SessionRow, Sessions
+from app.kernel.turns.ports import PERMISSION_REQUEST
 from app.kernel.usercontext.items import SCOPES, InvalidContextItem
 from app.logs import get_logger
-
-if TYPE_CHECKING:  # app.kernel.trust reads hook files with this package's parser
-    from app.kernel.trust import ProjectTrust, Snapshot
 
 MAX_PARENTS = 32  # sub-agent depth walked for `root_session_id`
 
@@ -104,7 +103,7 @@ def merged(found: list[tuple[HookCompleted, list[str]]]) -> Outcome:
 class Hooks:
     """The hooks of every scope: their files, and running them for a session's turn."""
 
-    def __init__(self, foya_home: Path, sessions: Sessions, trust: ProjectTrust) -> None:
+    def __init__(self, foya_home: Path, sessions: Sessions, trust: TrustGate) -> None:
         self.foya_home = foya_home
         self.sessions = sessions
         self.trust = trust
@@ -150,7 +149,7 @@ class Hooks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
-    def configured(self, row: dict[str, Any]) -> Configured:
+    def configured(self, row: SessionRow) -> Configured:
         """The session's hooks: global, then its project's if the project is trusted.
         `HooksUnreadable` for a file that would run but cannot be read."""
         hooks = self.files.load(self.foya_home / FILE_NAME)
@@ -177,7 +176,7 @@ class Hooks:
         self._parsed[snap.project_id] = (snap.digest, hooks)
         return hooks
 
-    def wants(self, event: str, row: dict[str, Any]) -> bool:
+    def wants(self, event: str, row: SessionRow) -> bool:
         """Whether `run` has something to do for `event` in the session: a hook to run, an
         untrusted project's hook to announce, or a configuration file to report as
         unreadable."""
@@ -190,9 +189,9 @@ class Hooks:
     async def run(
         self,
         event: str,
-        row: dict[str, Any],
+        row: SessionRow,
         run_id: str,
-        fields: dict[str, Any],
+        fields: JSONObject,
         subject: str | None = None,
     ) -> Outcome:
         """Run the session's hooks of `event` (those whose matcher is found in `subject`) side
@@ -243,7 +242,7 @@ class Hooks:
             ]
         return merged(said)
 
-    async def _root(self, row: dict[str, Any]) -> str:
+    async def _root(self, row: SessionRow) -> str:
         for _ in range(MAX_PARENTS):
             parent = row.get("parent_id")
             if not parent:

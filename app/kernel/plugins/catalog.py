@@ -28,6 +28,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
+from app.jsontypes import JSONObject
 from app.kernel.plugins import git
 from app.kernel.plugins.manifest import valid_name
 from app.kernel.plugins.models import Author, EntryInfo, MarketplacePlugin, Problem
@@ -165,7 +166,7 @@ def _git_url(url: str) -> str:
     return source.location
 
 
-def _text(raw: dict[str, Any], key: str) -> str:
+def _text(raw: JSONObject, key: str) -> str:
     value = raw.get(key)
     return value if isinstance(value, str) else ""
 

@@ -8,8 +8,9 @@ user registers, browses, previews and installs from.
 
 The id is the catalog's `name` (`app.kernel.plugins.catalog`). Registering stages the copy
 under `~/.foya/marketplaces`, reads its catalog there, and renames it into place; refreshing
-fetches again and swaps it in. `sparse_paths` are checked and kept (as in Foya), but the checkout
-is a whole shallow one. Browsing, previewing and installing need the marketplace enabled.
+fetches again and swaps it in. `sparse_paths` are checked and kept (as in Foya), but the
+checkout is a whole shallow one. Browsing, previewing and installing need the marketplace
+enabled; what installing an entry would bring is counted by `preview`.
 """
 
 from __future__ import annotations
@@ -21,19 +22,11 @@ import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from app.errors import BadRequest
 from app.files import fsync_dir, write_json_atomic
-from app.kernel.plugins import catalog, git
-from app.kernel.plugins.manifest import (
-    MAX_COMMAND_DIRS,
-    count_files,
-    count_skills,
-    load_manifest,
-    load_mcp,
-    valid_name,
-)
+from app.kernel.plugins import catalog, errors, git
+from app.kernel.plugins.manifest import valid_name
 from app.kernel.plugins.models import (
     Author,
     MarketplaceCatalog,
@@ -44,34 +37,21 @@ from app.kernel.plugins.models import (
     Problem,
     reported,
 )
+from app.kernel.plugins.ports import Installer
+from app.kernel.plugins.preview import preview_package
 from app.kernel.plugins.tree import copy_tree, inside, resolved_inside
+from app.logs import get_logger
 from app.staging import STAGING, new_staging
-
-if TYPE_CHECKING:
-    from app.kernel.plugins.store import Plugins
 
 MAX_FILES = 20000
 MAX_BYTES = 256 * 1024 * 1024
 Entries = tuple[list[MarketplacePlugin], dict[str, catalog.Package]]
-UNSUPPORTED = {
-    "hooks": ("hooks", "hooks.json"),
-    "lsp": ("lsp.json", ".lsp.json", "lsp-config"),
-    "legacy_mcp": (".mcp.json", ".github/mcp.json"),
-}
-UNSUPPORTED_FIELDS = {
-    "agents": "agents",
-    "commands": "commands",
-    "hooks": "hooks",
-    "lspServers": "lsp",
-    "mcpServers": "legacy_mcp",
-    "skills": "legacy_skills",
-}
 
 
 class Marketplaces:
     """The registered marketplaces; installs go through `plugins`."""
 
-    def __init__(self, root: Path, data_dir: Path, plugins: Plugins) -> None:
+    def __init__(self, root: Path, data_dir: Path, plugins: Installer) -> None:
         self.root = root
         self.state_file = data_dir / "plugin-marketplaces.json"
         self.plugins = plugins
@@ -83,7 +63,7 @@ class Marketplaces:
     async def add(self, source: str, ref: str, sparse_paths: list[str]) -> MarketplaceSummary:
         if not source.strip():
             raise BadRequest("source is required")
-        with reported("plugin_marketplace_add_failed"):
+        with reported(errors.MarketplaceAddFailed):
             async with self.plugins.lock:
                 with self._staging() as temp:
                     item = await self._fetch(temp, source, ref, sparse_paths)
@@ -93,7 +73,7 @@ class Marketplaces:
         return item
 
     async def refresh(self, id: str) -> MarketplaceSummary:
-        with reported("plugin_marketplace_refresh_failed"):
+        with reported(errors.MarketplaceRefreshFailed):
             async with self.plugins.lock:
                 current = self._get(id, enabled_only=False)
                 with self._staging() as temp:
@@ -107,7 +87,7 @@ class Marketplaces:
         return item
 
     async def set_enabled(self, id: str, enabled: bool) -> list[MarketplaceSummary]:
-        with reported("plugin_marketplace_update_failed"):
+        with reported(errors.MarketplaceUpdateFailed):
             async with self.plugins.lock:
                 item = self._get(id, enabled_only=False).model_copy(update={"enabled": enabled})
                 await asyncio.to_thread(self._save, {**self._items, item.id: item})
@@ -124,7 +104,7 @@ class Marketplaces:
             shutil.rmtree(place, ignore_errors=True)
             self._save({k: v for k, v in self._items.items() if k != item.id})
 
-        with reported("plugin_marketplace_remove_failed"):
+        with reported(errors.MarketplaceRemoveFailed):
             async with self.plugins.lock:
                 await asyncio.to_thread(work)
 
@@ -144,19 +124,19 @@ class Marketplaces:
             summary = item.model_copy(update={"description": description, "owner": owner})
             return MarketplaceCatalog(**summary.model_dump(), plugins=entries)
 
-        with reported("plugin_marketplace_failed", missing=404, other=502):
+        with reported(errors.MarketplaceFailed, missing=errors.MarketplaceNotFound):
             return await asyncio.to_thread(work)
 
     async def preview(self, id: str, name: str) -> MarketplacePluginPreview:
         """What installing entry `name` would bring, from a fetched copy of its package."""
-        with reported("plugin_preview_failed", missing=404, other=502):
+        with reported(errors.PreviewFailed, missing=errors.PreviewNotFound):
             package = await asyncio.to_thread(self._package, id, name)
             with self.plugins.staging(".preview-") as temp:
                 root = await self._prepare(package, temp)
-                return await asyncio.to_thread(_preview, root, name, self.plugins.data_root)
+                return await asyncio.to_thread(preview_package, root, name, self.plugins.data_root)
 
     async def install(self, id: str, name: str, replace: bool) -> Plugin:
-        with reported("plugin_install_failed", missing=404):
+        with reported(errors.PluginInstallFailed, missing=errors.InstallNotFound):
             package = await asyncio.to_thread(self._package, id, name)
             async with self.plugins.lock:
                 with self.plugins.staging(".marketplace-") as temp:
@@ -271,7 +251,8 @@ class Marketplaces:
         except FileNotFoundError:
             return {}
         except (OSError, ValueError, AttributeError) as exc:
-            self.plugins.log.warning("plugin-marketplaces.json cannot be read", error=str(exc))
+            log = get_logger("foya.plugins")  # the store's own logger
+            log.warning("plugin-marketplaces.json cannot be read", error=str(exc))
             return {}
         return {i.id: i for i in items if valid_name(i.id)}
 
@@ -279,46 +260,3 @@ class Marketplaces:
         listed = [i.model_dump(exclude_none=True) for _, i in sorted(items.items())]
         write_json_atomic(self.state_file, {"version": 1, "items": listed})
         self._items = items
-
-
-def _preview(root: Path, name: str, data_root: Path) -> MarketplacePluginPreview:
-    manifest, found = load_manifest(root)
-    skills, more = count_skills(root)
-    servers, mcp = load_mcp(root, data_root / name, name)
-    commands, more_commands = count_files(root, "commands", MAX_COMMAND_DIRS)
-    agents, more_agents = count_files(root, "agents", 0)
-    component_problems = [*more, *mcp, *more_commands, *more_agents]
-    valid = manifest is not None and manifest.name == name
-    unsupported = _unsupported(root)
-    if not valid or skills + len(servers) + commands + agents == 0:
-        compatibility = "unsupported"
-    elif unsupported or any(d.severity == "error" for d in component_problems):
-        compatibility = "partial"
-    else:
-        compatibility = "compatible"
-    diagnostics = [*found, *component_problems]
-    return MarketplacePluginPreview(
-        name=name,
-        valid=valid,
-        compatibility=compatibility,
-        skill_count=skills,
-        mcp_server_count=len(servers),
-        command_count=commands,
-        agent_count=agents,
-        unsupported_components=unsupported or None,
-        diagnostics=diagnostics or None,
-    )
-
-
-def _unsupported(root: Path) -> list[str]:
-    """The parts of a package this kernel does not load (hooks, LSP, legacy layouts)."""
-    found = {c for c, paths in UNSUPPORTED.items() if any(os.path.lexists(root / p) for p in paths)}
-    try:
-        raw = json.loads((root / "plugin.json").read_bytes())
-    except (OSError, ValueError):
-        raw = None
-    if isinstance(raw, dict):
-        found |= {c for f, c in UNSUPPORTED_FIELDS.items() if raw.get(f) is not None}
-        if isinstance(raw.get("extensions"), dict) and raw["extensions"]:
-            found.add("extensions")
-    return sorted(found)

@@ -3,51 +3,19 @@ MCP server definitions a plugin brings, and the errors of this package.
 
 Fields Foya omits when empty are None here, and the routes leave None out.
 
-Errors (rendered by `app.http.errors`): every refusal is a `PluginFailure` carrying the code of
-the operation that failed, as Foya's handlers write them — 400 `plugin_install_failed`,
-`plugin_update_failed`, `plugin_remove_failed`, `plugin_marketplace_add_failed`,
-`plugin_marketplace_update_failed`, `plugin_marketplace_remove_failed`,
-`plugin_marketplace_refresh_failed`; 404 (unknown marketplace or entry) or 502 (anything else)
-`plugin_marketplace_failed` and `plugin_preview_failed`; 404 `plugin_install_failed` for an
-unknown marketplace or entry. Inside the package a `Problem` says what is wrong; `reported`
-turns it into the failure of the operation at hand.
+The errors (`Problem`, `PluginFailure` and its subclasses, `reported`) are in
+`app.kernel.plugins.errors`, re-exported here for the package's modules.
 """
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.errors import FoyaError
-
-
-class Problem(Exception):
-    """Why a plugin operation cannot be done (`missing`: what it names does not exist)."""
-
-    def __init__(self, message: str, *, missing: bool = False) -> None:
-        super().__init__(message)
-        self.message = message
-        self.missing = missing
-
-
-class PluginFailure(FoyaError):
-    """A refused plugin or marketplace operation (its code names the operation)."""
-
-    status = 400
-
-
-@contextlib.contextmanager
-def reported(code: str, *, missing: int = 400, other: int = 400) -> Iterator[None]:
-    """Turn a `Problem` raised inside into a `PluginFailure` with `code`, status `missing`
-    when it names something that does not exist, else `other`."""
-    try:
-        yield
-    except Problem as exc:
-        status = missing if exc.missing else other
-        raise PluginFailure(exc.message, code=code, status=status) from None
+from app.kernel.plugins.errors import PluginFailure as PluginFailure
+from app.kernel.plugins.errors import Problem as Problem
+from app.kernel.plugins.errors import reported as reported
 
 
 class Author(BaseModel):

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import shutil
 from collections.abc import Awaitable, Callable, Iterator
@@ -39,17 +38,15 @@ from pathlib import Path
 from app.errors import BadRequest
 from app.failpoints import failpoint
 from app.files import fsync_dir, write_json_atomic
-from app.kernel.plugins import git
+from app.kernel.plugins import errors, git
+from app.kernel.plugins.installed import MAX_PLUGINS, describe, package_dirs
 from app.kernel.plugins.manifest import (
-    MAX_COMMAND_DIRS,
-    count_files,
-    count_skills,
     load_manifest,
-    load_mcp,
-    valid_name,
 )
 from app.kernel.plugins.marketplaces import Marketplaces
+from app.kernel.plugins.mcpspec import load_mcp
 from app.kernel.plugins.models import Manifest, Plugin, PluginMCPServer, Problem, reported
+from app.kernel.plugins.state import PREVIOUS, load_state, moved_aside
 from app.kernel.plugins.tree import copy_tree, inside, remove_tree
 from app.kernel.web.guard import AllowList
 from app.logs import get_logger
@@ -58,8 +55,6 @@ from app.store.orphans import sweep_leftovers
 
 MAX_FILES = 2048
 MAX_BYTES = 32 * 1024 * 1024
-MAX_PLUGINS = 128
-PREVIOUS = "previous"  # in an install's staging: the plugin a replacement moved aside
 
 _StatKey = tuple[int, int, int]
 
@@ -82,7 +77,7 @@ class Plugins:
         self.allow = allow or AllowList()
         self.lock = asyncio.Lock()  # one install, removal or marketplace change at a time
         self.log = get_logger("foya.plugins")
-        self._disabled, self._sources = self._load_state()
+        self._disabled, self._sources = load_state(self.state_file)
         self._manifests: dict[str, tuple[_StatKey, Manifest | None]] = {}
         self.marketplaces = Marketplaces(base / "marketplaces", data_dir, self)
 
@@ -119,7 +114,7 @@ class Plugins:
         """`POST /plugins/install`: install from a local directory or a git URL."""
         if not source.strip():
             raise BadRequest("source is required")
-        with reported("plugin_install_failed"):
+        with reported(errors.PluginInstallFailed):
             parsed = git.parse_source(source)
             async with self.lock:
                 if parsed.kind == "git":
@@ -147,7 +142,7 @@ class Plugins:
             self._save_state(disabled, self._sources)
             return self.list_now()
 
-        with reported("plugin_update_failed"):
+        with reported(errors.PluginUpdateFailed):
             async with self.lock:
                 items = await asyncio.to_thread(work)
         await self.changed()
@@ -166,7 +161,7 @@ class Plugins:
             sources = {k: v for k, v in self._sources.items() if k != item.name}
             self._save_state(self._disabled - {item.name}, sources)
 
-        with reported("plugin_remove_failed"):
+        with reported(errors.PluginRemoveFailed):
             async with self.lock:
                 await asyncio.to_thread(work)
         await self.changed()
@@ -206,7 +201,7 @@ class Plugins:
     def sweep_staging(self) -> list[Path]:
         """At start, before any install: put back a plugin a crash left moved aside, then
         delete every staging leftover of the plugin and marketplace directories."""
-        for aside in self._moved_aside():
+        for aside in moved_aside(self.root):
             target = self.root / aside.name
             if os.path.lexists(target):
                 continue  # the replacement is in place: the old copy is disposable
@@ -277,33 +272,8 @@ class Plugins:
         self._save_state(self._disabled - {item.name}, {**self._sources, item.name: label})
         return self.find(item.name)
 
-    def _moved_aside(self) -> list[Path]:
-        """`.staging/<install>/previous/<name>/` directories, never through a link."""
-
-        def dirs(path: Path) -> list[Path]:
-            try:
-                with os.scandir(path) as entries:
-                    return sorted(Path(e.path) for e in entries if e.is_dir(follow_symlinks=False))
-            except (FileNotFoundError, NotADirectoryError):
-                return []
-
-        found = []
-        for staged in dirs(self.root / STAGING):
-            if (staged / PREVIOUS).is_symlink():
-                continue
-            found += [p for p in dirs(staged / PREVIOUS) if valid_name(p.name)]
-        return found
-
     def _dirs(self) -> list[Path]:
-        try:
-            entries = sorted(os.scandir(self.root), key=lambda e: e.name)
-        except (FileNotFoundError, NotADirectoryError):
-            return []
-        return [
-            Path(e.path)
-            for e in entries
-            if not e.name.startswith(".") and e.is_dir(follow_symlinks=False)
-        ][:MAX_PLUGINS]
+        return package_dirs(self.root)
 
     def _manifest(self, path: Path) -> Manifest | None:
         """The valid manifest of the plugin at `path`, read again only when it changed."""
@@ -319,50 +289,7 @@ class Plugins:
         return hit[1]
 
     def _inspect(self, path: Path) -> Plugin:
-        root = Path(os.path.realpath(path))
-        manifest, found = load_manifest(root)
-        name = manifest.name if manifest is not None else root.name
-        data = self.data_root.absolute() / name
-        counts = {"skill_count": 0, "mcp_server_count": 0, "command_count": 0, "agent_count": 0}
-        if manifest is not None:
-            counts["skill_count"], more = count_skills(root)
-            found += more
-            servers, more = load_mcp(root, data, name)
-            counts["mcp_server_count"] = len(servers)
-            found += more
-            counts["command_count"], more = count_files(root, "commands", MAX_COMMAND_DIRS)
-            found += more
-            counts["agent_count"], more = count_files(root, "agents", 0)
-            found += more
-        return Plugin(
-            **(manifest.model_dump() if manifest is not None else {"name": name}),
-            path=str(root),
-            data_path=str(data),
-            source=self._sources.get(name) or None,
-            enabled=manifest is not None and name not in self._disabled,
-            valid=manifest is not None,
-            **counts,
-            diagnostics=found or None,
-        )
-
-    def _load_state(self) -> tuple[frozenset[str], dict[str, str]]:
-        try:
-            raw = json.loads(self.state_file.read_bytes())
-        except FileNotFoundError:
-            return frozenset(), {}
-        except (OSError, ValueError) as exc:
-            self.log.warning("plugins.json cannot be read: every plugin counts as enabled",
-                             error=str(exc))  # fmt: skip
-            return frozenset(), {}
-        raw = raw if isinstance(raw, dict) else {}
-        disabled = raw.get("disabled")
-        disabled = disabled if isinstance(disabled, list) else []
-        sources = raw.get("sources")
-        sources = sources if isinstance(sources, dict) else {}
-        return (
-            frozenset(n for n in disabled if isinstance(n, str) and valid_name(n)),
-            {k: v for k, v in sources.items() if valid_name(k) and isinstance(v, str)},
-        )
+        return describe(path, self.data_root, self._sources, self._disabled)
 
     def _save_state(self, disabled: frozenset[str], sources: dict[str, str]) -> None:
         value = {"disabled": sorted(disabled), "sources": dict(sorted(sources.items()))}

@@ -1,4 +1,4 @@
-"""The errors of the terminal routes (reference §1 "Terminals").
+"""The errors of the terminal routes (`/sessions/{id}/terminals…`).
 
 Exception map (status, code):
 

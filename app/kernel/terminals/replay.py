@@ -1,12 +1,12 @@
 """A terminal's output as numbered events, the last of them kept in memory for replay.
 
-Seqs are the terminal's own (1, 2, …), not the event log's (seed 002): a client tracks each
-terminal apart. `Replay` keeps the last `MAX_EVENTS` events holding at most `MAX_BYTES` of
-output, whichever bound comes first, and, for the snapshot's `buffer`, the last `MAX_BYTES` of
-output whatever the number of events (both hold the same strings). Nothing is stored: a restart
-forgets every terminal.
+Seqs are the terminal's own (1, 2, …), not the event log's (whose seqs number the stored facts
+of every session): a client tracks each terminal apart. `Replay` keeps the last `MAX_EVENTS`
+events holding at most `MAX_BYTES` of output, whichever bound comes first, and, for the
+snapshot's `buffer`, the last `MAX_BYTES` of output whatever the number of events (both hold the
+same strings). Nothing is stored: a restart forgets every terminal.
 
-Wire form (reference §3, Foya's `DataEvent`): `{session_id, ref, seq, data?, exited?,
+Wire form (Foya's `DataEvent`, `TerminalWire` here): `{session_id, ref, seq, data?, exited?,
 exit_code?}`; the SSE frame's `id:` is the seq and its `event:` is `terminal`.
 
 Gap marker (Foya has none: a client behind the buffer silently misses output). A client whose
@@ -22,13 +22,31 @@ import asyncio
 import itertools
 from collections import deque
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from app.events import Event
 
 KIND = "terminal"
 MAX_EVENTS = 2048
 MAX_BYTES = 1024 * 1024
+
+
+class TerminalFields(TypedDict, total=False):
+    """What one terminal event says: output, the shell's end, or a gap."""
+
+    data: str
+    exited: bool
+    exit_code: int
+    truncated: bool
+    missed: int
+
+
+class TerminalWire(TerminalFields):
+    """A terminal event's wire form (its `payload`)."""
+
+    session_id: str
+    ref: str
+    seq: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +112,7 @@ class Replay:
         last_lost = self.first_seq - 1
         if cursor >= last_lost:
             return None
-        fields = {"truncated": True, "missed": last_lost - cursor}
+        fields: TerminalFields = {"truncated": True, "missed": last_lost - cursor}
         return self._event(last_lost, fields, self._start)
 
     def after(self, cursor: int, limit: int) -> list[TerminalEvent]:
@@ -107,7 +125,7 @@ class Replay:
         self.closed = True
         self._notify()
 
-    def _append(self, fields: dict[str, Any]) -> TerminalEvent:
+    def _append(self, fields: TerminalFields) -> TerminalEvent:
         self.seq += 1
         event = self._event(self.seq, fields, self.end)
         self._events.append(event)
@@ -119,8 +137,13 @@ class Replay:
         self._notify()
         return event
 
-    def _event(self, seq: int, fields: dict[str, Any], end: int) -> TerminalEvent:
-        payload = {"session_id": self.session_id, "ref": self.ref, "seq": seq, **fields}
+    def _event(self, seq: int, fields: TerminalFields, end: int) -> TerminalEvent:
+        payload: TerminalWire = {
+            "session_id": self.session_id,
+            "ref": self.ref,
+            "seq": seq,
+            **fields,
+        }
         return TerminalEvent(seq, KIND, self.session_id, None, 0, payload, end=end)
 
     def _notify(self) -> None:

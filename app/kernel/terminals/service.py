@@ -1,5 +1,5 @@
-"""The terminals of every session (reference §1 "Terminals"): start, attach, input, resize,
-stop, and their event streams.
+"""The terminals of every session: start, attach, input, resize, stop, and their event
+streams.
 
 A terminal lives in memory only: after a restart every ref is unknown (404
 `terminal_not_found`), as Foya's are. Its shell runs in the session's working directory (the
@@ -15,7 +15,7 @@ seq is refused. Errors: app.kernel.terminals.errors.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from pathlib import Path
 
 from app.errors import BadRequest
 from app.kernel.ids import new_id
@@ -46,7 +46,7 @@ class Terminals:
 
     async def start(self, session: str, cols: int, rows: int) -> TerminalSnapshot:
         """`POST /sessions/{id}/terminals`: the user's shell on a new PTY (0 x 0: 80 x 24)."""
-        cwd = self.sessions.workspace(await self._session(session))
+        cwd = await self._workspace(session)
         # Terminals being started count too: concurrent starts cannot pass a limit together.
         mine = sum(t.session_id == session for t in self._terminals.values())
         mine += self._starting.count(session)
@@ -116,9 +116,10 @@ class Terminals:
         await end_shells([t.shell for t in terminals])
         await asyncio.gather(*(t.finish() for t in terminals))
 
-    async def _session(self, session: str) -> dict[str, Any]:
+    async def _workspace(self, session: str) -> Path:
+        """The directory the session's tools run in; `TerminalNotFound` for no such session."""
         try:
-            return await self.sessions.row(session)
+            return self.sessions.workspace(await self.sessions.row(session))
         except SessionNotFound:
             raise TerminalNotFound(f"session {session} not found") from None
 

@@ -1,4 +1,4 @@
-"""Rules and memory as the user's Markdown files (seed 000): the files are the source of truth.
+"""Rules and memory as the user's Markdown files: the files are the source of truth.
 
     ~/.foya/rules/user_rules.md                              global rules (marked blocks)
     ~/.foya/memory/user_profile.md                           global memory
@@ -9,7 +9,8 @@
 stats the file and re-parses it only when its mtime or size changed, so a hand edit shows on the
 next request without a restart. Writes are atomic (`app.files`), files 0600, new directories
 0700. Below a project, no directory on the way to a rule file may be a symbolic link: a rule is
-never read from or written to a place outside `<project>/.foya/rules`.
+never read from or written to a place outside `<project>/.foya/rules`. A file's text becomes
+rules or a memory in `fileparse`.
 """
 
 from __future__ import annotations
@@ -23,27 +24,24 @@ from typing import Any, TypeVar
 
 from app.events import iso_time
 from app.files import replace_atomic
+from app.jsontypes import JSONObject
+from app.kernel.usercontext.fileparse import (
+    MEMORY_HEADINGS,
+    parse_memory,
+    parse_project_rule,
+    parsed_rule,
+)
 from app.kernel.usercontext.items import (
-    MAX_MEMORY_CHARS,
     MAX_RULE_CHARS,
     MAX_RULE_DIRS,
     InvalidContextItem,
     Memory,
     Rule,
-    apply_defaults,
     stable_id,
 )
-from app.kernel.usercontext.markdown import (
-    Malformed,
-    parse_blocks,
-    parse_front_matter,
-    render_block,
-    render_front_matter,
-    split_front_matter,
-)
+from app.kernel.usercontext.markdown import parse_blocks, render_block, render_front_matter
 
 RULES_HEADING = "# Foya User Rules"
-MEMORY_HEADINGS = {"global": "# Foya User Profile", "project": "# Foya Project Memory"}
 _META = ("id", "name", "description", "trigger", "globs", "path", "created_at", "updated_at")
 
 T = TypeVar("T")
@@ -90,7 +88,7 @@ class ContextFiles:
             body = head.removeprefix(RULES_HEADING).strip()
             if not body:
                 return []
-            blocks_meta: list[tuple[dict[str, Any], str, str | None, str | None]] = [
+            blocks_meta: list[tuple[JSONObject, str, str | None, str | None]] = [
                 ({"id": stable_id(str(self.rules_file))}, body, None, None)
             ]
         else:
@@ -102,7 +100,7 @@ class ContextFiles:
             rid = meta.get("id") if isinstance(meta.get("id"), str) and meta.get("id") else None
             fields = {k: meta.get(k) for k in _META}
             fields.update(id=rid or stable_id(f"{self.rules_file}#{index}"), path=None)
-            rule, error = _rule(fields, "global", None, content, stamp, error, MAX_RULE_CHARS)
+            rule, error = parsed_rule(fields, "global", None, content, stamp, error, MAX_RULE_CHARS)
             out.append((rule, raw if error else None))
         return out
 
@@ -137,7 +135,7 @@ class ContextFiles:
                     continue
                 rel = path.relative_to(root).as_posix()
                 parsed = self.cached(
-                    path, partial(_parse_project, path=path, rel=rel, project_id=project_id)
+                    path, partial(parse_project_rule, path=path, rel=rel, project_id=project_id)
                 )
                 if parsed is None:
                     continue
@@ -181,7 +179,7 @@ class ContextFiles:
     ) -> Memory | None:
         """The scope's memory; `copy=False` shares the cached object (never change it)."""
         path = self.memory_file(project)
-        found = self.cached(path, lambda t, s: _parse_memory(t, s, path, project_id))
+        found = self.cached(path, lambda t, s: parse_memory(t, s, path, project_id))
         return found.model_copy(deep=True) if found is not None and copy else found
 
     def write_memory(self, project: Path | None, memory: Memory | None) -> None:
@@ -218,107 +216,3 @@ def _plain_dirs(base: Path, parts: tuple[str, ...], *, create: bool) -> bool:
         if not stat.S_ISDIR(mode):
             return False
     return True
-
-
-def _rule(
-    fields: dict[str, Any],
-    scope: str,
-    project_id: str | None,
-    content: str,
-    stamp: str,
-    error: str | None,
-    limit: int,
-) -> tuple[Rule, str | None]:
-    """A rule from parsed fields; what is wrong with them becomes its `error`."""
-    text = {k: v for k, v in fields.items() if k != "globs" and isinstance(v, str)}
-    globs = fields.get("globs")
-    if isinstance(globs, str):
-        globs = [globs]
-    if globs is not None and not (
-        isinstance(globs, list) and all(isinstance(g, str) for g in globs)
-    ):
-        error, globs = error or "globs: must be a list of strings", None
-    bad = [
-        k for k in ("name", "description", "trigger") if fields.get(k) not in (None, text.get(k))
-    ]
-    if bad and error is None:
-        error = f"{bad[0]}: must be a string"
-    rule = Rule(
-        id=text["id"],
-        name=text.get("name", "").strip(),
-        description=text.get("description", "").strip() or None,
-        trigger=text.get("trigger", "").strip(),
-        globs=globs or None,
-        path=text.get("path"),
-        scope="global" if scope == "global" else "project",
-        project_id=project_id,
-        content=content,
-        created_at=text.get("created_at") or stamp,
-        updated_at=text.get("updated_at") or stamp,
-    )
-    if error is None and len(content) > limit:
-        error = f"content is too large: maximum is {limit} characters"
-    try:
-        apply_defaults(rule)
-    except InvalidContextItem as exc:
-        error = error or exc.message
-    rule.error = error
-    return rule, error
-
-
-def _parse_project(
-    text: str, st: os.stat_result, path: Path, rel: str, project_id: str
-) -> Rule | None:
-    stamp = iso_time(st.st_mtime_ns)
-    error = None
-    fields: dict[str, Any] = {}
-    try:
-        front, body = split_front_matter(text)
-        fields = parse_front_matter(front) if front is not None else {}
-    except Malformed as exc:
-        error, body = f"front matter: {exc}", text
-    content = body.strip()
-    if not content and error is None:
-        return None
-    rid = fields.get("id")
-    fields["id"] = rid.strip() if isinstance(rid, str) and rid.strip() else stable_id(str(path))
-    fields["path"] = rel
-    fields.pop("created_at", None), fields.pop("updated_at", None)
-    return _rule(fields, "project", project_id, content, stamp, error, MAX_RULE_CHARS)[0]
-
-
-def _parse_memory(
-    text: str, st: os.stat_result, path: Path, project_id: str | None
-) -> Memory | None:
-    stamp = iso_time(st.st_mtime_ns)
-    head, blocks = parse_blocks(text, "memory")
-    scope = "global" if project_id is None else "project"
-    if not blocks:
-        body = head.removeprefix(MEMORY_HEADINGS[scope]).strip()
-        blocks_ok: list[tuple[dict[str, Any], str]] = [({}, body)] if body else []
-        error = None
-    else:
-        blocks_ok = [(b.meta, b.content) for b in blocks if b.content]
-        error = next((b.error for b in blocks if b.error), None)
-    if not blocks_ok:
-        return None
-    meta = max(blocks_ok, key=lambda b: str(b[0].get("updated_at", "")))[0]
-    content = (
-        "\n\n".join(sorted(c for _, c in blocks_ok)) if len(blocks_ok) > 1 else blocks_ok[0][1]
-    )
-    if error is None and len(content) > MAX_MEMORY_CHARS:
-        error = f"content is too large: maximum is {MAX_MEMORY_CHARS} characters"
-
-    def text_of(key: str, default: str) -> str:
-        value = meta.get(key)
-        return value if isinstance(value, str) and value else default
-
-    return Memory(
-        id=text_of("id", stable_id(str(path))),
-        scope="global" if project_id is None else "project",
-        project_id=project_id,
-        content=content,
-        created_at=text_of("created_at", stamp),
-        updated_at=text_of("updated_at", stamp),
-        error=error,
-    )

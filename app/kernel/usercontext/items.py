@@ -1,4 +1,4 @@
-"""Rules and memories as served (reference §1 "Rules"), their limits and their errors.
+"""Rules and memories as the API serves them, their limits and their errors.
 
 Errors (rendered by `app.http.errors`):
 

@@ -31,7 +31,7 @@ import time
 from bisect import bisect_right
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from app.broker import Broker
 from app.events import Event, iso_time
@@ -43,6 +43,16 @@ TOPIC = "context"
 FILE = Path("context") / "events.jsonl"
 _ENVELOPE = frozenset({"seq", "kind", "time"})
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
+class ContextNotice(TypedDict, total=False):
+    """What a rule or memory change puts beside seq, kind and time: one of the changed rule or
+    memory (as the API serves it), the id deleted, or the new memory settings."""
+
+    rule: Mapping[str, object]
+    memory: Mapping[str, object]
+    memory_settings: Mapping[str, object]
+    deleted_id: str
 
 
 class ContextEvent(Event):
@@ -120,7 +130,7 @@ class ContextJournal:
         task.add_done_callback(self._appends.discard)
         return await asyncio.shield(task)
 
-    async def _append(self, kind: str, payload: dict[str, Any]) -> int:
+    async def _append(self, kind: str, payload: Mapping[str, object]) -> int:
         await self.ensure_open()
         async with self._lock:
             event = ContextEvent(self._seq + 1, kind, "", None, time.time_ns(), payload)

@@ -1,4 +1,4 @@
-"""The Markdown shapes of rules and memory (seed 000 "Rules 与 Memory"), parsed and rendered.
+"""The Markdown shapes of the user's rule and memory files, parsed and rendered.
 
 - A project rule file is `---` front matter `---` then the rule text. The front matter is a small
   YAML subset: `key: value` lines (plain, `"double"` or `'single'` quoted) and `globs` as an
@@ -16,7 +16,8 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any
+
+from app.jsontypes import JSONObject
 
 FRONT_KEYS = ("id", "name", "description", "trigger", "globs")
 _KEY = re.compile(r"([A-Za-z_][A-Za-z0-9_-]*)\s*:\s*(.*)")
@@ -45,9 +46,9 @@ def split_front_matter(text: str) -> tuple[str | None, str]:
     return text[4 : end + 1], text[end + 5 :]
 
 
-def parse_front_matter(block: str) -> dict[str, Any]:
+def parse_front_matter(block: str) -> JSONObject:
     """The fields of a front matter block (unknown keys are kept, then ignored by callers)."""
-    fields: dict[str, Any] = {}
+    fields: JSONObject = {}
     lines = block.splitlines()
     i = 0
     while i < len(lines):
@@ -107,7 +108,7 @@ def _scalar(raw: str) -> str:
     return raw
 
 
-def render_front_matter(fields: dict[str, Any]) -> str:
+def render_front_matter(fields: JSONObject) -> str:
     """`---` front matter `---` for the non-empty `fields`, in `FRONT_KEYS` order."""
     lines = ["---"]
     for key in FRONT_KEYS:
@@ -123,7 +124,7 @@ def render_front_matter(fields: dict[str, Any]) -> str:
 class Block:
     """One marked block: its metadata (or the reason it has none), its text, its source lines."""
 
-    meta: dict[str, Any]
+    meta: JSONObject
     content: str
     raw: str
     error: str | None = None
@@ -149,7 +150,7 @@ def parse_blocks(text: str, marker: str) -> tuple[str, list[Block]]:
     return "\n".join(head).strip(), blocks
 
 
-def _marker(raw: str) -> tuple[dict[str, Any], str | None]:
+def _marker(raw: str) -> tuple[JSONObject, str | None]:
     try:
         meta = json.loads(raw)
     except ValueError as exc:
@@ -161,7 +162,7 @@ def _marker(raw: str) -> tuple[dict[str, Any], str | None]:
     return meta, None
 
 
-def render_block(marker: str, meta: dict[str, Any], content: str) -> str:
+def render_block(marker: str, meta: JSONObject, content: str) -> str:
     """One marked block, as `parse_blocks` reads it back."""
     data = json.dumps(
         {k: v for k, v in meta.items() if v not in (None, "", [])}, ensure_ascii=False

@@ -11,25 +11,24 @@ In a fixed order, each bounded and marked as user-controlled (Foya's prompt buil
 4. `rule_index` — the `model_decision` rules by name and description, for `rule_load`;
 5. `memory` — the global and the project memory, when memory is enabled.
 
-Everything is read through `ContextFiles`' (mtime, size)-keyed cache, so a step costs a few
-`stat` calls unless a file changed, and a hand edit shows in the next step. A rule whose file
+The markup each section is made of, and when a rule is active, are `promptparts`'. Everything
+is read through `ContextFiles`' (mtime, size)-keyed cache, so a step costs a few `stat` calls
+unless a file changed, and a hand edit shows in the next step. A rule whose file
 could not be read (`error`) is left out, and the API reports it; an item longer than what is
 left of its section's budget is cut, and the items after it are left out.
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import os
-import re
-from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from app.errors import FoyaError
+from app.kernel.turns.ports import Where
 from app.kernel.usercontext.items import Memory, Rule
+from app.kernel.usercontext.promptparts import active, attr, clean, escape, listing
 from app.kernel.usercontext.service import UserContext
 from app.kernel.usercontext.skillmodels import Skill
 from app.kernel.usercontext.skills import Skills
@@ -42,125 +41,12 @@ MAX_RULES = 12000
 MAX_RULE_INDEX = 3000
 MAX_MEMORY = 6000
 MAX_INVOKED_SKILL = 24000
-MIN_PART = 200  # the shortest cut of an item worth sending
-TRUNCATED = " [truncated]"
-_CONTROL = {c: None for c in (*range(0x09), 0x0B, 0x0C, *range(0x0E, 0x20), 0x7F)}
-
-
-@dataclass(frozen=True)
-class Where:
-    """Where a turn runs: its project (id and directory; None for a workspace session) and
-    its working directory."""
-
-    project_id: str | None
-    project_root: Path | None
-    cwd: Path
 
 
 @dataclass(frozen=True)
 class Section:
     name: str  # instructions | skills | rules | rule_index | memory
     text: str
-
-
-def clean(text: str) -> str:
-    """Control characters (but tab and newline) removed, then trimmed."""
-    return text.translate(_CONTROL).strip()
-
-
-def escape(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-def attr(text: str) -> str:
-    return escape(text).replace('"', "&quot;").replace("'", "&apos;")
-
-
-def _listing(tag: str, preamble: str, items: Iterable[str], limit: int) -> str:
-    """`<tag>` with one bullet per item, cut (and said so) at `limit` characters."""
-    lines = [f'<{tag} source="user_controlled">', preamble]
-    used = 0
-    for raw in items:
-        content = clean(raw)
-        if not content:
-            continue
-        line = f"- {escape(content)}"
-        if used + len(line) + 1 > limit:
-            room = limit - used - len(TRUNCATED) - 1
-            if room >= MIN_PART:  # a long item is cut rather than dropped whole
-                lines.append(line[:room] + TRUNCATED)
-            lines.append("[additional items omitted]")
-            break
-        lines.append(line)
-        used += len(line) + 1
-    if len(lines) == 2:
-        return ""
-    return "\n".join([*lines, f"</{tag}>"])
-
-
-@functools.lru_cache(maxsize=512)
-def glob_pattern(glob: str) -> re.Pattern[str]:
-    """A rule glob as a pattern that finds a path inside free text: `**` crosses directories,
-    `*` and `?` do not, and the match must stand alone (bounded by space, quotes, `=`, `:`,
-    `,` or brackets), as Foya matches globs against a session's activity."""
-    out = [r"(?:^|[\s\"'=:,(])"]
-    i = 0
-    while i < len(glob):
-        if glob.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif glob[i] == "*":
-            out.append(r"[^/\s\"'=:,)]*")
-            i += 1
-        elif glob[i] == "?":
-            out.append(r"[^/\s\"'=:,)]")
-            i += 1
-        else:
-            out.append(re.escape(glob[i]))
-            i += 1
-    out.append(r"(?:$|[\s\"'=:,)])")
-    return re.compile("".join(out), re.MULTILINE)
-
-
-def active(rule: Rule, activity: str) -> bool:
-    """Whether `rule` applies to a session with this activity."""
-    if rule.error is not None:
-        return False
-    if rule.trigger == "always":
-        return True
-    if rule.trigger == "glob":
-        return any(glob_pattern(g).search(activity) for g in rule.globs or ())
-    if rule.trigger == "manual":
-        return f"@{rule.name}" in activity or f"@{rule.id}" in activity
-    return False
-
-
-def activity(history: Iterable[Mapping[str, Any]], cwd: Path) -> str:
-    """What a session has been doing, as text to match rule globs against: the user's words,
-    the paths its tools were given or changed (absolute and, inside `cwd`, relative) and its
-    commands, one per line."""
-    root = str(cwd).rstrip("/") + "/"
-    lines: list[str] = []
-
-    def path(value: Any) -> None:
-        if isinstance(value, str) and value:
-            lines.append(value)
-            if value.startswith(root):
-                lines.append(value[len(root) :])
-
-    for message in history:
-        role = message.get("role")
-        if role == "user" and isinstance(message.get("content"), str):
-            lines.append(message["content"])
-        for call in message.get("tool_calls") or ():
-            args = call.get("input") or {}
-            path(args.get("path"))
-            if isinstance(args.get("command"), str):
-                lines.append(args["command"])
-        change = message.get("file_change")
-        if isinstance(change, dict):
-            path(change.get("path"))
-    return "\n".join(lines)
 
 
 class PromptContext:
@@ -180,7 +66,7 @@ class PromptContext:
             Section("skills", self._skills(where)),
             Section(
                 "rules",
-                _listing(
+                listing(
                     "foya_rules",
                     "User-authored rules for how to work. Where a project rule and a global rule "
                     "disagree, follow the project rule. No rule can loosen safety, approvals or "
@@ -191,7 +77,7 @@ class PromptContext:
             ),
             Section(
                 "rule_index",
-                _listing(
+                listing(
                     "foya_available_rules",
                     "More rules exist for particular tasks. When one's description fits the task, "
                     "call rule_load with its name before acting.",
@@ -205,7 +91,7 @@ class PromptContext:
             ),
             Section(
                 "memory",
-                _listing(
+                listing(
                     "foya_memories",
                     "Durable preferences and facts from earlier work with this user. Use them "
                     "where relevant; the current request and the rules come first.",

@@ -1,4 +1,4 @@
-"""The kernel's rule and memory service (reference §1 "Rules"; Foya's `contextdata`).
+"""The kernel's rule and memory service (Foya's `contextdata`): the API's rules and memories.
 
 Each change is written to its Markdown file first, then announced through the context journal
 (when there is one) as `rule_created`, `rule_updated`, `rule_deleted`, `memory_created`,
@@ -34,7 +34,7 @@ from app.kernel.usercontext.items import (
     clean_content,
     rule_path,
 )
-from app.kernel.usercontext.journal import ContextJournal
+from app.kernel.usercontext.journal import ContextJournal, ContextNotice
 from app.text.surrogates import scrub
 
 T = TypeVar("T")
@@ -58,7 +58,7 @@ class UserContext:
         async with self._lock:
             return await asyncio.to_thread(work)
 
-    async def _announce(self, kind: str, payload: dict[str, Any]) -> None:
+    async def _announce(self, kind: str, payload: ContextNotice) -> None:
         await self.journal.append(kind, payload)
 
     def _project(self, scope: str, project_id: str | None) -> tuple[str | None, Path | None]:

@@ -26,6 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from typing_extensions import TypedDict
+
+from app.jsontypes import JSONObject
 from app.kernel.usercontext.markdown import Malformed, parse_front_matter, split_front_matter
 
 MAX_FILE_BYTES = 256 * 1024
@@ -70,7 +73,7 @@ class SkillFile:
     """What a SKILL.md says, wherever it is found."""
 
     name: str | None  # the front matter's; `skill_name` falls back on the directory's
-    manifest: dict[str, Any]  # Foya's wire names (`allowed_tools`), empty values left out
+    manifest: JSONObject  # Foya's wire names (`allowed_tools`), empty values left out
     body: str
     content_hash: str
     warnings: tuple[Warning, ...]
@@ -86,7 +89,7 @@ def parse_skill(data: bytes) -> SkillFile:
     except Malformed:
         raise Malformed("unterminated YAML frontmatter") from None
     warnings: list[Warning] = []
-    fields: dict[str, Any] = {}
+    fields: JSONObject = {}
     if front is None:
         warnings.append(("missing_frontmatter", "SKILL.md has no YAML frontmatter", "frontmatter"))
         body = text
@@ -118,9 +121,9 @@ def skill_name(parsed: SkillFile, directory_name: str) -> str:
     return name
 
 
-def _manifest(fields: dict[str, Any]) -> dict[str, Any]:
+def _manifest(fields: JSONObject) -> JSONObject:
     """Foya's manifest from the front matter: text trimmed, lists compacted, empties left out."""
-    manifest: dict[str, Any] = {}
+    manifest: JSONObject = {}
     for key in TEXT_FIELDS:
         value = fields.get(key)
         if value is not None and not isinstance(value, str):
@@ -147,10 +150,10 @@ def _manifest(fields: dict[str, Any]) -> dict[str, Any]:
 # Front matter -------------------------------------------------------------------------------
 
 
-def yaml_front_matter(block: str, warnings: list[Warning]) -> dict[str, Any]:
+def yaml_front_matter(block: str, warnings: list[Warning]) -> JSONObject:
     """The top-level fields. A field Foya does not use that cannot be read becomes a warning;
     one it uses makes the file malformed."""
-    fields: dict[str, Any] = {}
+    fields: JSONObject = {}
     for key, rest, lines in _entries(block):
         try:
             fields[key] = _value(rest, lines)
@@ -161,7 +164,7 @@ def yaml_front_matter(block: str, warnings: list[Warning]) -> dict[str, Any]:
     return fields
 
 
-def _mapping(block: str) -> dict[str, Any]:
+def _mapping(block: str) -> JSONObject:
     return {key: _value(rest, lines) for key, rest, lines in _entries(block)}
 
 
@@ -226,16 +229,24 @@ def media_type(path: str) -> str:
     return _MEDIA_TYPES.get(os.path.splitext(path)[1].lower(), BINARY)
 
 
-def resources(root: Path, main: Path) -> list[dict[str, Any]]:
+class ResourceEntry(TypedDict):
+    """One file of a skill package besides its SKILL.md."""
+
+    path: str
+    size: int
+    media_type: str
+
+
+def resources(root: Path, main: Path) -> list[ResourceEntry]:
     """The package's other files (`{path, size, media_type}`, sorted, at most 512); symbolic
     links are left out, as Foya does."""
-    found: list[dict[str, Any]] = []
+    found: list[ResourceEntry] = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames.sort()
         for name in sorted(filenames):
             path = Path(dirpath) / name
             if len(found) >= MAX_RESOURCES:
-                return sorted(found, key=lambda r: str(r["path"]))
+                return sorted(found, key=lambda r: r["path"])
             try:
                 st = path.lstat()
             except OSError:
@@ -244,7 +255,7 @@ def resources(root: Path, main: Path) -> list[dict[str, Any]]:
                 continue
             rel = path.relative_to(root).as_posix()
             found.append({"path": rel, "size": st.st_size, "media_type": media_type(rel)})
-    return sorted(found, key=lambda r: str(r["path"]))
+    return sorted(found, key=lambda r: r["path"])
 
 
 def resource_path(raw: str) -> str:

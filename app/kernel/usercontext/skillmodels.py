@@ -5,11 +5,12 @@ Fields Foya omits when empty are None here, and the routes leave None out.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel
 
 from app.errors import BadRequest, NotFound
+from app.jsontypes import JSONObject
 
 SkillScope = Literal["global", "project"]
 
@@ -19,6 +20,8 @@ class InvalidSkillRef(BadRequest):
 
 
 class SkillNotFound(NotFound):
+    """No skill of that ref."""
+
     code = "skill_not_found"
 
 
@@ -32,7 +35,7 @@ class Manifest(BaseModel):
     required_capabilities: list[str] | None = None
     license: str | None = None
     compatibility: str | None = None
-    metadata: dict[str, Any] | None = None
+    metadata: JSONObject | None = None
     category: str | None = None
 
 

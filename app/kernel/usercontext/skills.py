@@ -1,4 +1,4 @@
-"""Agent skills (reference §1 "Skills", Foya's `skill` package): found on disk (see
+"""Agent skills (Foya's `skill` package): found on disk (see
 `skillscan` for the roots, refs and precedence), turned on and off, pinned, and loaded.
 
 `<data-dir>/skills.json` holds `{"disabled": [refs], "pinned": [refs]}` (Foya's file), rewritten
@@ -12,7 +12,7 @@ Errors (rendered by `app.http.errors`):
   resolves outside its package
 - `SkillNotFound` 404 `skill_not_found`: no such skill now (a PATCH names one that was found;
   Foya stores any ref), or, when loading it, it is disabled or needs a tool the kernel lacks
-- `ProjectNotFound` 404 `project_not_found`: `/projects/{id}/skills…` of an unknown project
+- `ParentProjectNotFound` 404 `project_not_found`: `/projects/{id}/skills…` of an unknown project
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Literal
 
 from app.files import write_json_atomic
-from app.kernel.projects import ProjectNotFound, Projects
+from app.kernel.projects import ParentProjectNotFound, ProjectNotFound, Projects
 from app.kernel.usercontext.markdown import Malformed
 from app.kernel.usercontext.skillfile import (
     BINARY,
@@ -238,7 +238,7 @@ class Skills:
         try:
             return Path(self.projects.get(project_id)["path"])
         except ProjectNotFound as exc:
-            raise ProjectNotFound(exc.message, code="project_not_found") from None
+            raise ParentProjectNotFound(exc.message) from None
 
 
 def check_ref(ref: str) -> str:

@@ -11,12 +11,10 @@ project skill beats a global one of the same name; names compare case-insensitiv
 user's own skills win a name over a plugin's, and a plugin skill whose real path leaves its
 plugin is rejected (`path_escape`). `<name>` in a ref is lower-cased.
 
-A root is searched for `SKILL.md` (any case) at most `MAX_DEPTH` directories down; a directory
-holding one is a skill package, and its subdirectories are its resources, not more skills (Foya
-searches them too). A symbolic link to a directory counts as a package when the target holds a
-`SKILL.md` (as in Foya), but a project skill whose real path leaves the project directory is
-rejected (`path_escape`): a repository cannot make the kernel read files elsewhere. A file that
-is not a skill is rejected with a diagnostic (`invalid_skill`) and the others still load.
+Where skill files lie below a root, and what a found one becomes, is `skilltree`'s. A project
+skill whose real path leaves the project directory is rejected (`path_escape`): a repository
+cannot make the kernel read files elsewhere. A file that is not a skill is rejected with a
+diagnostic (`invalid_skill`) and the others still load.
 
 Every file (each SKILL.md and `skills.json`) is read through one cache keyed by its (mtime,
 size, inode): it is read and parsed again only when one of them changed, so a hand edit shows
@@ -33,7 +31,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -45,20 +43,19 @@ from app.kernel.usercontext.skillfile import (
     resources,
     skill_name,
 )
-from app.kernel.usercontext.skillmodels import (
-    Diagnostic,
-    Manifest,
-    RejectedSkill,
-    Resource,
-    Skill,
-    SkillScope,
+from app.kernel.usercontext.skillmodels import Resource, Skill, SkillScope
+from app.kernel.usercontext.skilltree import (
+    Found,
+    Scan,
+    inside,
+    make_skill,
+    reject,
+    skill_files,
 )
 from app.logs import get_logger
 
 T = TypeVar("T")
 ROOTS = (".agents", ".foya")
-MAX_DEPTH = 4
-MAX_SKILLS_PER_ROOT = 256
 RANK = {"project": 4, "global": 3}
 # A file changed again within this long of its last change may keep its (mtime, size): the
 # clock behind mtimes ticks coarsely. Such a parse is redone on the next call, as git does.
@@ -71,16 +68,6 @@ class SkillState:
 
     disabled: frozenset[str] = frozenset()
     pinned: frozenset[str] = frozenset()
-
-
-Found = tuple[Skill, SkillFile]
-
-
-@dataclass
-class Scan:
-    found: list[Found] = field(default_factory=list)  # every scope's skills (the inventory)
-    rejected: list[RejectedSkill] = field(default_factory=list)
-    diagnostics: list[Diagnostic] = field(default_factory=list)
 
 
 class SkillFiles:
@@ -131,7 +118,7 @@ class SkillFiles:
     ) -> list[Found]:
         found: list[Found] = []
         seen: set[str] = set()
-        for main, known in _skill_files(root, scan):
+        for main, known in skill_files(root, scan):
             directory = os.path.basename(os.path.dirname(main))
             try:
                 real = known or os.path.realpath(main, strict=True)
@@ -140,10 +127,10 @@ class SkillFiles:
             if real in seen:
                 continue
             seen.add(real)
-            if confine is not None and not _inside(real, confine):
+            if confine is not None and not inside(real, confine):
                 where = "the project directory" if scope == "project" else "its plugin"
                 escape = f"skill resolves outside {where}"
-                _reject(scan, scope, project_id, directory, main, "path_escape", escape)
+                reject(scan, scope, project_id, directory, main, "path_escape", escape)
                 continue
             try:
                 parsed = self.read(real, parse_cached, MAX_FILE_BYTES)
@@ -155,9 +142,9 @@ class SkillFiles:
             except (Malformed, OSError) as exc:
                 message = exc.strerror if isinstance(exc, OSError) else str(exc)
                 message = message or "unreadable"
-                _reject(scan, scope, project_id, directory, main, "invalid_skill", message)
+                reject(scan, scope, project_id, directory, main, "invalid_skill", message)
                 continue
-            skill = _skill(parsed, name, scope, project_id, main)
+            skill = make_skill(parsed, name, scope, project_id, main)
             scan.diagnostics.extend(skill.diagnostics or ())
             found.append((skill, parsed))
         return found
@@ -220,44 +207,6 @@ def with_resources(skill: Skill) -> Skill:
     return skill.model_copy(update={"resources": found or None})
 
 
-def _skill_files(root: Path, scan: Scan) -> list[tuple[str, str | None]]:
-    """The SKILL.md files below `root` (at most `MAX_SKILLS_PER_ROOT`, in name order), each
-    with its real path when no symbolic link was followed to it (else None: resolve it)."""
-    out: list[tuple[str, str | None]] = []
-
-    def visit(directory: str, real: str, depth: int) -> None:
-        try:
-            entries = sorted(os.scandir(directory), key=lambda e: e.name)
-        except FileNotFoundError:
-            return
-        except OSError as exc:
-            scan.diagnostics.append(_diagnostic(directory, "read_failed", str(exc.strerror)))
-            return
-        main = next((e for e in entries if e.name.lower() == "skill.md" and e.is_file()), None)
-        if main is not None:
-            out.append((main.path, None if main.is_symlink() else os.path.join(real, main.name)))
-            if depth > 0:  # a package: what is below it is its resources
-                return
-        for entry in entries:
-            if len(out) >= MAX_SKILLS_PER_ROOT:
-                return
-            if entry.is_dir(follow_symlinks=False):
-                if depth < MAX_DEPTH:
-                    visit(entry.path, os.path.join(real, entry.name), depth + 1)
-            elif entry.is_symlink() and entry.is_dir():
-                linked = os.path.join(entry.path, "SKILL.md")
-                if os.path.isfile(linked):
-                    out.append((linked, None))
-
-    if root.is_dir():
-        visit(str(root), os.path.realpath(root), 0)
-    return out
-
-
-def _inside(path: str, directory: str) -> bool:
-    return path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)
-
-
 def parse_cached(data: bytes) -> SkillFile | Malformed:
     """A parse whose failure is cached too (a bad file is not read again until it changes)."""
     try:
@@ -286,68 +235,3 @@ def _parse_state(data: bytes) -> SkillState:
         )
 
     return SkillState(disabled=refs("disabled"), pinned=refs("pinned"))
-
-
-def _ref(scope: SkillScope, project_id: str | None, name: str) -> str:
-    key = name.strip().lower()
-    return f"global:{key}" if scope == "global" else f"project:{project_id}:{key}"
-
-
-def _skill(
-    parsed: SkillFile, name: str, scope: SkillScope, project_id: str | None, main: str
-) -> Skill:
-    ref = _ref(scope, project_id, name)
-    manifest = Manifest(**{**parsed.manifest, "name": name})
-    diagnostics = [
-        Diagnostic(
-            ref=ref,
-            name=name,
-            path=main,
-            code=code,
-            severity="warning",
-            message=message,
-            field=field,
-        )
-        for code, message, field in parsed.warnings
-    ]
-    return Skill(
-        ref=ref,
-        name=name,
-        description=manifest.description or "",
-        scope=scope,
-        path=main,
-        root=os.path.dirname(main),
-        main_path=main,
-        manifest=manifest,
-        enabled=True,
-        pinned=False,
-        allowed_tools=manifest.allowed_tools,
-        required_tools=manifest.required_tools,
-        required_capabilities=manifest.required_capabilities,
-        content_hash=parsed.content_hash,
-        diagnostics=diagnostics or None,
-    )
-
-
-def _reject(
-    scan: Scan,
-    scope: SkillScope,
-    project_id: str | None,
-    name: str,
-    path: str,
-    code: str,
-    message: str,
-) -> None:
-    """Report a SKILL.md that is not loaded (a project's with the ref it would have, as Foya
-    does)."""
-    ref = _ref(scope, project_id, name) if scope == "project" else None
-    diagnostic = _diagnostic(path, code, message, name=name, ref=ref)
-    rejected = RejectedSkill(ref=ref, name=name, path=path, scope=scope, diagnostics=[diagnostic])
-    scan.rejected.append(rejected)
-    scan.diagnostics.append(diagnostic)
-
-
-def _diagnostic(
-    path: str, code: str, message: str, name: str | None = None, ref: str | None = None
-) -> Diagnostic:
-    return Diagnostic(ref=ref, name=name, path=path, code=code, severity="error", message=message)

@@ -11,11 +11,12 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import Any
 
 from app.errors import FoyaError
+from app.jsontypes import JSONObject
 from app.kernel.projects import Projects
-from app.kernel.usercontext.prompt import PromptContext, Where
+from app.kernel.turns.ports import Where
+from app.kernel.usercontext.prompt import PromptContext
 from app.kernel.usercontext.service import UserContext
 from app.tools import Tool, ToolError, ToolResult
 from app.tools.base import Action, ToolContext, schema
@@ -28,7 +29,7 @@ def _where(projects: Projects, ctx: ToolContext) -> Where:
     return Where(None, None, ctx.cwd)
 
 
-def _name(args: dict[str, Any]) -> str:
+def _name(args: JSONObject) -> str:
     name = args.get("name")
     if not isinstance(name, str) or not name.strip():
         raise ToolError("name: a non-empty string is required")
@@ -44,10 +45,10 @@ class _Reader:
         self.prompt = prompt
         self.projects = projects
 
-    def action(self, args: dict[str, Any]) -> Action:
+    def action(self, args: JSONObject) -> Action:
         return "read"
 
-    def resource(self, args: dict[str, Any], ctx: ToolContext) -> Path | None:
+    def resource(self, args: JSONObject, ctx: ToolContext) -> Path | None:
         return None
 
 
@@ -58,7 +59,7 @@ class RuleLoad(_Reader):
     )
     parameters = schema({"name": {"type": "string", "description": "Rule name or id"}}, ["name"])
 
-    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+    async def run(self, args: JSONObject, ctx: ToolContext) -> ToolResult:
         name = _name(args)
         rule = await asyncio.to_thread(self.prompt.find_rule, _where(self.projects, ctx), name)
         if rule is None:
@@ -75,7 +76,7 @@ class SkillLoad(_Reader):
         {"name": {"type": "string", "description": "The skill's ref or exact name"}}, ["name"]
     )
 
-    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+    async def run(self, args: JSONObject, ctx: ToolContext) -> ToolResult:
         name = _name(args)
         where = _where(self.projects, ctx)
         skills = self.prompt.skills
@@ -100,7 +101,7 @@ class SkillSearch(_Reader):
         {"query": {"type": "string", "description": "Words of a name or capability"}}, []
     )
 
-    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+    async def run(self, args: JSONObject, ctx: ToolContext) -> ToolResult:
         query = str(args.get("query") or "").strip().lower()
         where = _where(self.projects, ctx)
         skills = self.prompt.skills
@@ -131,7 +132,7 @@ class SkillReadResource(_Reader):
         ["name", "path"],
     )
 
-    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+    async def run(self, args: JSONObject, ctx: ToolContext) -> ToolResult:
         name, path = _name(args), args.get("path")
         if not isinstance(path, str) or not path.strip():
             raise ToolError("path: a non-empty string is required")
@@ -172,10 +173,10 @@ class MemoryRemember:
         self.user_context = user_context
         self.projects = projects
 
-    def action(self, args: dict[str, Any]) -> Action:
+    def action(self, args: JSONObject) -> Action:
         return "write"
 
-    def _scope(self, args: dict[str, Any], where: Where) -> str:
+    def _scope(self, args: JSONObject, where: Where) -> str:
         scope = args.get("scope") or ("project" if where.project_id else "global")
         if scope not in ("global", "project"):
             raise ToolError("scope: must be global or project")
@@ -183,13 +184,13 @@ class MemoryRemember:
             raise ToolError("project memory needs a session in a project")
         return str(scope)
 
-    def resource(self, args: dict[str, Any], ctx: ToolContext) -> Path | None:
+    def resource(self, args: JSONObject, ctx: ToolContext) -> Path | None:
         """The memory file the call would change: what the approval request shows."""
         where = _where(self.projects, ctx)
         project = where.project_root if self._scope(args, where) == "project" else None
         return self.user_context.files.memory_file(project)
 
-    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+    async def run(self, args: JSONObject, ctx: ToolContext) -> ToolResult:
         content = args.get("content")
         if not isinstance(content, str) or not content.strip():
             raise ToolError("content: a non-empty string is required")

@@ -1,4 +1,4 @@
-"""Plan mode and the session's task list (issue 17 item 3; Foya's `workflow` package and task
+"""Plan mode and the session's task list (Foya's `workflow` package and task
 tools): plan workflows and their transitions (`service`), their records and file (`records`),
 what plan mode allows and says (`policy`), and the `read_tasks`/`update_tasks` tools (`tasks`).
 Errors: `service`."""

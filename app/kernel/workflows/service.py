@@ -32,7 +32,7 @@ import asyncio
 import contextlib
 from collections.abc import Callable, Collection
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from pydantic import BaseModel
 
@@ -40,9 +40,9 @@ from app import events as k
 from app.errors import BadRequest, FoyaError, NotFound
 from app.events import EventDraft
 from app.kernel.ids import iso_now, new_id
-from app.kernel.sessions import Sessions
+from app.kernel.sessions import SessionRow, Sessions
+from app.kernel.turns.control import TurnControl
 from app.kernel.turns.inputs import TurnAccepted, TurnInput, validate_turn
-from app.kernel.turns.runner import Turns
 from app.kernel.workflows import policy, records
 from app.kernel.workflows.records import OPEN, Status, Workflow
 from app.logs import get_logger
@@ -66,10 +66,17 @@ class WorkflowApproval(BaseModel):
     submission: TurnAccepted
 
 
+class PlanColumns(TypedDict):
+    """The session columns plan mode sets: its mode, and the one to go back to."""
+
+    agent_mode: str
+    pre_plan_mode: str | None
+
+
 class Workflows:
     """The plan workflows of every session, kept in memory and in `workflows.json`."""
 
-    def __init__(self, data_dir: Path, sessions: Sessions, turns: Turns) -> None:
+    def __init__(self, data_dir: Path, sessions: Sessions, turns: TurnControl) -> None:
         self.path = data_dir / records.FILE
         self.sessions = sessions
         self.turns = turns
@@ -88,11 +95,11 @@ class Workflows:
         found = [r for r in self.records.values() if r.session_id == session and r.status in OPEN]
         return max(found, key=lambda r: r.updated_at, default=None)
 
-    def policy(self, row: dict[str, Any]) -> Collection[str] | None:
+    def policy(self, row: SessionRow) -> Collection[str] | None:
         """A `ToolRunner` policy: the read-only tools while the session plans."""
         return policy.PLAN_TOOLS if self.open(str(row["id"])) else None
 
-    def instructions(self, row: dict[str, Any]) -> str | None:
+    def instructions(self, row: SessionRow) -> str | None:
         """What a planning session's system prompt must add (None otherwise)."""
         found = self.open(str(row["id"]))
         return policy.instructions(found.goal) if found else None
@@ -155,7 +162,7 @@ class Workflows:
                 return []
             return [_moved(current, "ready", content=answer.strip())]
 
-        columns = {"agent_mode": "plan_ready", "pre_plan_mode": "execute"}
+        columns: PlanColumns = {"agent_mode": "plan_ready", "pre_plan_mode": "execute"}
         try:
             await self._commit(session, change, columns)
         except (FoyaError, OSError) as exc:
@@ -171,7 +178,7 @@ class Workflows:
         def change() -> list[Workflow]:
             return [_moved(self._in_state(session, workflow_id, ("ready",)), "approved")]
 
-        columns = {"agent_mode": "execute", "pre_plan_mode": None}
+        columns: PlanColumns = {"agent_mode": "execute", "pre_plan_mode": None}
         approved = (await self._commit(session, change, columns))[-1]
         turn = TurnInput(message=policy.execution_prompt(approved.path))
         return WorkflowApproval(
@@ -188,7 +195,7 @@ class Workflows:
             return [_moved(self._in_state(session, workflow_id, OPEN), "closed")]
 
         # Back to `pre_plan_mode`, which plan mode always sets to execute.
-        columns = {"agent_mode": "execute", "pre_plan_mode": None}
+        columns: PlanColumns = {"agent_mode": "execute", "pre_plan_mode": None}
         return (await self._commit(session, change, columns))[-1]
 
     async def end_session(self, session: str) -> None:
@@ -210,7 +217,7 @@ class Workflows:
         return found
 
     async def _commit(
-        self, session: str, change: Callable[[], list[Workflow]], columns: dict[str, Any]
+        self, session: str, change: Callable[[], list[Workflow]], columns: PlanColumns
     ) -> list[Workflow]:
         """Apply `change` (the records it returns, computed under the lock; the last is the one
         the client is told of): `workflows.json`, the plan file, then the session's `columns`
@@ -221,7 +228,7 @@ class Workflows:
                 await settled(self._apply(session, changed, columns))
             return changed
 
-    async def _apply(self, session: str, changed: list[Workflow], columns: dict[str, Any]) -> None:
+    async def _apply(self, session: str, changed: list[Workflow], columns: PlanColumns) -> None:
         before = dict(self.records)
         self.records.update((r.id, r) for r in changed)
         record = changed[-1]

@@ -12,12 +12,14 @@ the session's own list.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NotRequired
 
 from typing_extensions import TypedDict
 
 from app.errors import FoyaError
+from app.jsontypes import JSONObject
 from app.kernel.sessions import Sessions
 from app.tools import Tool, ToolError, ToolResult
 from app.tools.base import Action, ToolContext, schema
@@ -72,8 +74,18 @@ def normalized(raw: Any) -> list[Task]:
     return tasks
 
 
-def _tally(tasks: list[Task]) -> dict[str, Any]:
-    out: dict[str, Any] = {
+class Tally(TypedDict):
+    """What a task tool answers besides the list: counts, the task in progress, and the tasks
+    this call completed."""
+
+    total: int
+    completed: int
+    in_progress: NotRequired[str]
+    just_completed: NotRequired[list[str]]
+
+
+def _tally(tasks: list[Task]) -> Tally:
+    out: Tally = {
         "total": len(tasks),
         "completed": sum(t["status"] == "completed" for t in tasks),
     }
@@ -83,7 +95,7 @@ def _tally(tasks: list[Task]) -> dict[str, Any]:
     return out
 
 
-def _compact(value: dict[str, Any]) -> str:
+def _compact(value: Mapping[str, object]) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
@@ -93,10 +105,10 @@ class _TaskTool:
     def __init__(self, sessions: Sessions) -> None:
         self.sessions = sessions
 
-    def action(self, args: dict[str, Any]) -> Action:
+    def action(self, args: JSONObject) -> Action:
         return "read"
 
-    def resource(self, args: dict[str, Any], ctx: ToolContext) -> Path | None:
+    def resource(self, args: JSONObject, ctx: ToolContext) -> Path | None:
         return None
 
     async def _tasks(self, session: str) -> list[Task]:
@@ -117,7 +129,7 @@ class ReadTasks(_TaskTool):
     parameters = schema({}, [])
     parallel = True
 
-    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+    async def run(self, args: JSONObject, ctx: ToolContext) -> ToolResult:
         tasks = await self._tasks(ctx.session)
         return ToolResult(_compact({"tasks": tasks, **_tally(tasks)}))
 
@@ -141,7 +153,7 @@ class UpdateTasks(_TaskTool):
         ["tasks"],
     )
 
-    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+    async def run(self, args: JSONObject, ctx: ToolContext) -> ToolResult:
         tasks = normalized(args.get("tasks"))
         before = {t["content"]: t["status"] for t in await self._tasks(ctx.session)}
         stored = json.dumps(tasks, ensure_ascii=False) if tasks else None

@@ -1,4 +1,4 @@
-"""Workspaces (reference §1 "Workspace"): the directory a session's tools run in — its
+"""Workspaces: the directory a session's tools run in — its
 project's, or the session's managed workspace under the data dir — described, browsed and
 changed by hand, confined to it.
 
