@@ -30,8 +30,9 @@ from app.http.routes import skills as routes_skills
 from app.http.routes import terminals as routes_terminals
 from app.http.routes import websearch as routes_websearch
 from app.http.routes import workflows as routes_workflows
+from app.http.routes import workspace as routes_workspace
 from app.http.sse import StreamSlots
-from app.kernel import Kernel
+from app.kernel.api import Kernel
 
 Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
 
@@ -53,8 +54,9 @@ def create_api(kernel: Kernel, *, token_sha256: str | None, lifespan: Lifespan |
     api.state.stream_slots = StreamSlots(per_client) if token_sha256 is not None else None
     install_error_handlers(api)
     _document_errors_truthfully(api)
-    for module in (system, sessions, turns, files, artifacts, connections, projects):
+    for module in (system, sessions, turns, files, routes_workspace, artifacts, connections):
         api.include_router(module.router(kernel))
+    api.include_router(projects.router(kernel))
     api.include_router(routes_context.router(kernel))
     api.include_router(routes_context_events.router(kernel))
     api.include_router(routes_hooks.router(kernel))

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from typing import cast
 
 from app.events import Message
-from app.kernel.messageshape import servable
+from app.kernel.api import servable
 from app.wire import chat_message
 
 

@@ -1,9 +1,9 @@
 """Pure ASGI middleware: observation (request id, metrics, log line, security headers) and auth.
 
 Written as plain ASGI callables rather than FastAPI dependencies or `BaseHTTPMiddleware` so they
-cover every route, 404s and 405s included, and cost one function call each (DESIGN §7: a sync
-dependency halved throughput). `Observe` sits outside `BearerAuth` so 401s are counted, logged and
-carry the same headers as everything else. It is also where an unexpected exception ends: logged
+cover every route, 404s and 405s included, and cost one function call each (measured: a sync
+dependency halved throughput). `Observe` sits outside `BearerAuth` so 401s are counted, logged
+and carry the same headers as everything else. It is also where an unexpected exception ends: logged
 once and answered 500 if nothing was sent yet, never re-raised to hypercorn (app.http.errors).
 """
 

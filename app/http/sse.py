@@ -15,8 +15,8 @@ Streams per client: given a `StreamSlots` (the app has one on TCP listeners, `fo
 --listen`), a client address may hold at most its `per_client` streams at once; one more is
 answered 429 `too_many_streams` (`TooManyStreams`) before anything is subscribed.
 
-hypercorn's `send()` does not fail when a client stops reading; it blocks once its buffer is full
-(DESIGN §7). Each send is therefore bounded by `SEND_TIMEOUT`, after which the stream ends; the
+hypercorn's `send()` does not fail when a client stops reading; it blocks once its buffer is full.
+Each send is therefore bounded by `SEND_TIMEOUT`, after which the stream ends; the
 broker cuts such a subscriber off independently, so the producer never waits on it.
 """
 
@@ -33,7 +33,7 @@ from starlette.types import Receive, Scope, Send
 
 from app.errors import BadRequest, FoyaError
 from app.events import Event
-from app.http.models import SQLITE_END
+from app.http.models.common import SQLITE_END
 
 HEARTBEAT = 15.0
 BATCH = 64
@@ -47,6 +47,8 @@ HEADERS = [
 
 
 class TooManyStreams(FoyaError):
+    """An event stream over the limit of open streams, refused before anything is subscribed."""
+
     status = 429
     code = "too_many_streams"
 

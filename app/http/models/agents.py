@@ -1,4 +1,4 @@
-"""Request bodies of the sub-agent routes (reference §1 "Sub-agents"), as Foya's handlers decode
+"""Request bodies of the sub-agent routes, as Foya's handlers decode
 them: unknown fields are ignored by start and wait and refused by the limits. Values the
 kernel checks with its own code (an empty task: 400 `agent_run_failed`; limits out of range:
 400 `agent_limits_update_failed`) reach it; wrong JSON types are 400 `bad_request`.
@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from app.http.models import Lenient, NonNegative, SqlInt, Strict
+from app.http.models.common import Lenient, NonNegative, SqlInt, Strict
 
 
 class AgentContext(Lenient):

@@ -13,8 +13,8 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from app.http.models import Strict, one_of
-from app.kernel.automations import AutomationInput
+from app.http.models.common import Strict, one_of
+from app.kernel.api import AutomationInput
 
 ApprovalMode = Annotated[str | None, one_of("auto", "full_access")]
 

@@ -1,4 +1,4 @@
-"""Request bodies of the command routes (reference §1 "Commands"), as Foya's handlers decode them.
+"""Request bodies of the command routes, as Foya's handlers decode them.
 
 `scope` is a plain string documented with its values: the kernel checks it and answers 400
 `bad_request`, as Foya does. `PATCH /commands/{ref}` is not a partial update: name, description
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from app.http.models import Strict, one_of
+from app.http.models.common import Strict, one_of
 
 CommandScope = Annotated[str, one_of("global", "project")]
 

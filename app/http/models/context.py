@@ -1,4 +1,4 @@
-"""Request bodies of the rule, memory and memory-settings routes (reference §1 "Rules").
+"""Request bodies of the rule, memory and memory-settings routes.
 
 `scope` and `trigger` are plain strings documented with their values: the kernel checks them and
 answers 400 `invalid_context_item`, as Foya does, rather than a generic validation error.
@@ -10,7 +10,7 @@ from typing import Annotated
 
 from pydantic import StrictBool
 
-from app.http.models import Strict, one_of
+from app.http.models.common import Strict, one_of
 
 ContextScope = Annotated[str, one_of("global", "project")]
 RuleTrigger = Annotated[str, one_of("always", "glob", "manual", "model_decision")]

@@ -1,4 +1,4 @@
-"""Request and response models of rewind, file review, artifacts and workspace (reference §1).
+"""Request and response models of rewind and file review.
 
 Response fields with a fixed set of values are typed with the kernel's own `Literal`s, so the
 schema lists them (a one-value `Literal` is documented as an enum too, not a `const`).
@@ -10,8 +10,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
-from app.http.models import NonNegative, Strict, one_of
-from app.kernel.filestate import FileAction, Status
+from app.http.models.common import NonNegative, Strict, one_of
+from app.kernel.api import FileAction, Status
 
 _FORCE = "Keys of `modified` files to restore anyway, overwriting the edits made after the agent's."
 
@@ -94,68 +94,3 @@ class ResolveFileReview(Strict):
 
 class Resolved(BaseModel):
     status: Annotated[Literal["resolved"], one_of("resolved")]
-
-
-class Attachment(BaseModel):
-    """AttachmentRef."""
-
-    id: str
-    name: str
-    kind: Annotated[Literal["image"], one_of("image")]
-    media_type: str
-    bytes: int
-    width: int | None = None
-    height: int | None = None
-    sha256: str | None = None
-
-
-class AttachmentCreated(BaseModel):
-    attachment: Attachment
-
-
-class SessionWorkspace(BaseModel):
-    """The directory backing a session's files."""
-
-    kind: Literal["project", "managed"] = Field(
-        description="`project`: the session's project directory; `managed`: its own workspace."
-    )
-    name: str = Field(description="The project's name, or `Workspace`.")
-    path: str = Field(description="The workspace's absolute path on the kernel's machine.")
-    project_id: str | None = None
-
-
-class WorkspaceEntry(BaseModel):
-    """A directory or file of the workspace tree."""
-
-    path: str = Field(description="Relative to the workspace root, with `/`.")
-    name: str
-    is_dir: bool
-
-
-class DirectoryEntry(BaseModel):
-    name: str
-    path: str
-    kind: Literal["dir", "file", "other"]
-    size: int
-    modified_at: str
-
-
-class WorkspaceListing(BaseModel):
-    root: str
-    path: str
-    entries: list[DirectoryEntry]
-    truncated: bool
-
-
-class CreateWorkspaceEntry(Strict):
-    """A new empty file or directory (Go decodes it with `DisallowUnknownFields`)."""
-
-    path: str = Field("", description="Relative to the workspace root; its parent must exist.")
-    kind: Literal["file", "directory"]
-
-
-class RenameWorkspaceEntry(Strict):
-    """A new name for an entry, within its directory."""
-
-    path: str = Field("", description="The entry, relative to the workspace root.")
-    new_name: str = Field("", description="One name, without `/`.")

@@ -1,4 +1,4 @@
-"""The request body of `PUT /hooks` (reference §1 "Hooks"; the hooks themselves are
+"""The request body of `PUT /hooks` (the hooks themselves are
 `app.kernel.hooks.Hook`, whose unknown fields are refused too).
 
 `scope` is a plain string documented with its values: the kernel checks it and answers 400
@@ -7,9 +7,9 @@
 
 from __future__ import annotations
 
-from app.http.contextmodels import ContextScope
-from app.http.models import Strict
-from app.kernel.hooks import Hook
+from app.http.models.common import Strict
+from app.http.models.context import ContextScope
+from app.kernel.api import Hook
 
 
 class HooksBody(Strict):

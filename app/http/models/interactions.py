@@ -1,16 +1,15 @@
-"""Request bodies of the question and browser-action routes (reference §1 "Approvals,
-questions, browser"), as Foya's handlers decode them: every field may be absent or null (a
-browser client sends its empty fields as null). Unknown fields are ignored in answers and refused
-in browser-action results, as Foya's handlers do.
+"""Request bodies of the question and browser-action routes, as Foya's handlers decode them:
+every field may be absent or null (a browser client sends its empty fields as null). Unknown
+fields are ignored in answers and refused in browser-action results, as Foya's handlers do.
 """
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import cast
 
-from app.http.models import Lenient, NonNegative, Strict
-from app.kernel.interactions import Answer
-from app.kernel.interactions.browser import ActionResult
+from app.http.models.common import Lenient, NonNegative, Strict
+from app.jsontypes import JSONObject
+from app.kernel.api import ActionResult, Answer
 
 
 class QuestionAnswer(Lenient):
@@ -48,7 +47,7 @@ class BrowserActionResult(Strict):
     post_url: str | None = None
     verified: bool | None = None
     actual_text: str | None = None
-    trace: dict[str, Any] | None = None
+    trace: JSONObject | None = None
     error: str | None = None
 
     def result(self) -> ActionResult:

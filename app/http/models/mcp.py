@@ -3,11 +3,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from app.http.models import Lenient
+from app.http.models.common import Lenient
+from app.jsontypes import JSONObject
 
 
 class McpStatus(BaseModel):
@@ -54,4 +55,4 @@ class RegistryServer(BaseModel):
     version: str | None = None
     installable: bool
     reason: str | None = None
-    config: dict[str, Any]
+    config: JSONObject

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pydantic import Field, StrictBool, StrictStr
 
-from app.http.models import Strict
+from app.http.models.common import Strict
 
 
 class PluginInstallRequest(Strict):

@@ -1,10 +1,20 @@
-"""The request body of `PUT /projects/{id}/trust` (`app.kernel.trust`)."""
+"""Request bodies of the project routes (create, change, trust)."""
 
 from __future__ import annotations
 
 from pydantic import Field
 
-from app.http.models import Strict
+from app.http.models.common import Lenient, Strict
+
+
+class CreateProject(Lenient):
+    path: str
+    name: str | None = None
+
+
+class UpdateProject(Strict):
+    name: str | None = None
+    pinned: bool | None = None
 
 
 class TrustBody(Strict):

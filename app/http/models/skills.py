@@ -1,10 +1,10 @@
-"""Request bodies of the skill routes (reference §1 "Skills")."""
+"""Request bodies of the skill routes."""
 
 from __future__ import annotations
 
 from pydantic import StrictBool
 
-from app.http.models import Lenient
+from app.http.models.common import Lenient
 
 
 class SkillEnableRequest(Lenient):

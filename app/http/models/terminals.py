@@ -1,4 +1,4 @@
-"""Request bodies of the terminal routes (reference §1 "Terminals"), as Foya's handlers decode
+"""Request bodies of the terminal routes, as Foya's handlers decode
 them: sizes are unsigned 16-bit (0 means 80 x 24 at start and "unchanged" on resize), and a start
 may send no body at all. Unknown fields are ignored, as Foya's handlers do; unlike Foya, `input`
 is required.
@@ -10,7 +10,7 @@ from typing import Annotated
 
 from pydantic import Field
 
-from app.http.models import Lenient
+from app.http.models.common import Lenient
 
 Size = Annotated[int, Field(ge=0, le=65535)]
 

@@ -1,4 +1,4 @@
-"""Sub-agents (reference §1 "Sub-agents"): agent definitions, limits, and the runs of a session.
+"""Sub-agents: agent definitions, limits, and the runs of a session.
 
 `POST …/agents/wait` waits at most `WAIT_BOUND` (300 s) and then answers the runs as they are
 (some still `queued` or `running`). Errors: app.kernel.agents.errors.
@@ -8,14 +8,16 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
-from app.http.agentmodels import AgentContext, AgentLimitsBody, StartAgent, WaitAgents
-from app.kernel import Kernel
-from app.kernel.agents.budget import Budget
-from app.kernel.agents.definitions import AgentDefinition
-from app.kernel.agents.limits import AgentLimits
-from app.kernel.agents.package import ContextSelection
-from app.kernel.agents.runs import AgentRunSnapshot
-from app.kernel.agents.service import SpawnRequest
+from app.http.models.agents import AgentContext, AgentLimitsBody, StartAgent, WaitAgents
+from app.kernel.api import (
+    AgentDefinition,
+    AgentLimits,
+    AgentRunSnapshot,
+    Budget,
+    ContextSelection,
+    Kernel,
+    SpawnRequest,
+)
 
 RUNS = "/sessions/{session_id}/agents"
 

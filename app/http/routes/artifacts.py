@@ -11,10 +11,11 @@ from starlette.datastructures import UploadFile
 from starlette.formparsers import MultiPartException, MultiPartParser
 from starlette.types import Scope
 
+from app.artifacts import ImageTooLarge
 from app.errors import BadRequest, FoyaError
 from app.http.errors import error_response
-from app.http.filemodels import Attachment, AttachmentCreated
-from app.kernel import Kernel
+from app.http.models.artifacts import Attachment, AttachmentCreated
+from app.kernel.api import Kernel
 
 IMMUTABLE = "private, max-age=31536000, immutable"
 _UPLOAD_PATH = re.compile(r"/sessions/[^/]+/artifacts")
@@ -41,11 +42,7 @@ def is_upload(scope: Scope) -> bool:
 
 
 def _too_large(limit: int) -> FoyaError:
-    return FoyaError(
-        f"the upload is larger than {limit // (1024 * 1024)} MiB",
-        status=413,
-        code="image_too_large",
-    )
+    return ImageTooLarge(f"the upload is larger than {limit // (1024 * 1024)} MiB")
 
 
 async def _body(request: Request, limit: int, too_large: FoyaError) -> bytes:

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
-from app.http.automationmodels import AutomationBody
-from app.kernel import Kernel
-from app.kernel.automations import AutomationWire
+from app.http.models.automations import AutomationBody
+from app.kernel.api import AutomationWire, Kernel
 
 AUTOMATION = "/automations/{automation_id}"
 

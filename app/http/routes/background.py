@@ -1,4 +1,4 @@
-"""Background commands (reference §1): move a running bash call to the background or reveal it,
+"""Background commands: move a running bash call to the background or reveal it,
 list, read and cancel a session's kept commands. Every answer is a command's snapshot
 (`app.events.BackgroundCommand`); errors are listed in app.kernel.background."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from app.events import BackgroundCommand
-from app.kernel import Kernel
+from app.kernel.api import Kernel
 
 TOOL = "/sessions/{session_id}/tools/{tool_call_id}"
 COMMANDS = "/sessions/{session_id}/background-commands"

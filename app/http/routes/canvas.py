@@ -17,24 +17,24 @@ import re
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Request, Response
-from pydantic import BaseModel
 from starlette.types import Scope
 
-from app.errors import BadRequest, FoyaError
+from app.errors import FoyaError
 from app.http import ranges
 from app.http.errors import error_response
-from app.http.models import NonNegative
+from app.http.models.canvas import AssetCreated
+from app.http.models.common import NonNegative
 from app.http.routes.artifacts import IMMUTABLE, UPLOAD_SCHEMA
 from app.http.sse import EventStreamResponse, StreamRoute, cursor
 from app.http.streamed_upload import StreamedFile
-from app.kernel import Kernel
-from app.kernel.canvas.media import MAX_VIDEO_BYTES
-from app.kernel.canvas.models import (
-    Asset,
+from app.kernel.api import (
+    MAX_VIDEO_BYTES,
     AssetTooLarge,
     CanvasChanges,
     Document,
     GenerationRequest,
+    Kernel,
+    MissingAsset,
     NewCanvas,
 )
 
@@ -46,47 +46,53 @@ _CONFLICT: dict[int | str, dict[str, Any]] = {
 }
 
 
-class AssetCreated(BaseModel):
-    """`POST /canvases/{id}/assets`: the new asset and the document that now holds it."""
-
-    asset: Asset
-    canvas: Document
-
-
 def is_upload(scope: Scope) -> bool:
     """The asset upload, which enforces its own (larger) body limit (app.http.guard)."""
     return scope["method"] == "POST" and _UPLOAD_PATH.fullmatch(scope["path"]) is not None
 
 
 def router(kernel: Kernel) -> APIRouter:
-    """Routes bound to `kernel`."""
+    """Routes bound to `kernel`, in the order the API document lists them. Each handler asks
+    `kernel.canvases` when called, so building the routes does not build the canvas service."""
     api = APIRouter(tags=["canvases"])
-    canvases = kernel.canvases
+    _documents(api, kernel)
+    _events(api, kernel)
+    _assets(api, kernel)
+    _generation(api, kernel)
+    return api
+
+
+def _documents(api: APIRouter, kernel: Kernel) -> None:
+    """List, create, read, change and delete kernel.canvases."""
 
     @api.get("/canvases", response_model_exclude_none=True)
     async def list_canvases(session_id: str = "") -> list[Document]:
         """Every canvas (of `session_id`, if given), last changed first."""
-        return canvases.listing(session_id)
+        return kernel.canvases.listing(session_id)
 
     @api.post("/canvases", status_code=201, response_model_exclude_none=True)
     async def create_canvas(body: NewCanvas | None = None) -> Document:
         """A new, empty canvas (revision 1); a session's canvas takes the session's project."""
-        return await canvases.create(body or NewCanvas())
+        return await kernel.canvases.create(body or NewCanvas())
 
     @api.get("/canvases/{canvas_id}", response_model_exclude_none=True)
     async def get_canvas(canvas_id: str) -> Document:
-        return canvases.get(canvas_id)
+        return kernel.canvases.get(canvas_id)
 
     @api.patch("/canvases/{canvas_id}", response_model_exclude_none=True, responses=_CONFLICT)
     async def update_canvas(canvas_id: str, body: CanvasChanges) -> Document:
         """Replace the fields given, if the canvas is still at `expected_revision`."""
-        return await canvases.update(canvas_id, body)
+        return await kernel.canvases.update(canvas_id, body)
 
     @api.delete("/canvases/{canvas_id}", status_code=204)
     async def delete_canvas(canvas_id: str) -> Response:
         """Delete the canvas and its assets; its event streams end after `canvas_deleted`."""
-        await canvases.delete(canvas_id)
+        await kernel.canvases.delete(canvas_id)
         return Response(status_code=204)
+
+
+def _events(api: APIRouter, kernel: Kernel) -> None:
+    """A canvas's event stream."""
 
     @api.get(
         "/canvases/{canvas_id}/events",
@@ -104,9 +110,15 @@ def router(kernel: Kernel) -> APIRouter:
     ) -> Response:
         """SSE: each new document (`canvas_updated`, `canvas_deleted`; `id:` its revision)."""
         start = cursor(after, last_event_id, "a canvas revision")
-        canvases.get(canvas_id)  # 404 before the stream starts
+        kernel.canvases.get(canvas_id)  # 404 before the stream starts
         slots = request.app.state.stream_slots  # None on the Unix socket: its one user
-        return StreamRoute(EventStreamResponse(lambda: canvases.events(canvas_id, start), slots))
+        return StreamRoute(
+            EventStreamResponse(lambda: kernel.canvases.events(canvas_id, start), slots)
+        )
+
+
+def _assets(api: APIRouter, kernel: Kernel) -> None:
+    """Upload an asset, read one back (cached, ranged)."""
 
     @api.post(
         "/canvases/{canvas_id}/assets",
@@ -119,16 +131,16 @@ def router(kernel: Kernel) -> APIRouter:
         """Add a video (MP4, QuickTime or WebM, up to 500 MiB, stored as sent) or an image
         (PNG, JPEG, WebP or GIF, up to 20 MiB, re-encoded without metadata) to the assets."""
         try:
-            canvases.get(canvas_id)
+            kernel.canvases.get(canvas_id)
             upload = StreamedFile(
                 request,
                 UPLOAD_LIMIT,
                 what="asset",
                 too_large=AssetTooLarge(f"the upload is larger than {MAX_VIDEO_BYTES >> 20} MiB"),
-                missing=BadRequest('multipart field "file" is required', code="missing_asset"),
+                missing=MissingAsset('multipart field "file" is required'),
             )
             name = await upload.open()
-            asset, doc = await canvases.add_upload(canvas_id, name, upload.chunks())
+            asset, doc = await kernel.canvases.add_upload(canvas_id, name, upload.chunks())
         except FoyaError as exc:
             # Refused with the body (partly) unread: hypercorn closes the connection after
             # the response, so tell the client not to reuse it.
@@ -154,7 +166,7 @@ def router(kernel: Kernel) -> APIRouter:
     ) -> Response:
         """The asset's bytes, whole or a byte range; they never change, so clients may cache
         them for good."""
-        asset = canvases.asset(canvas_id, asset_id)
+        asset = kernel.canvases.asset(canvas_id, asset_id)
         headers = {
             "Cache-Control": IMMUTABLE,
             "ETag": f'"{asset.sha256}"',
@@ -162,8 +174,12 @@ def router(kernel: Kernel) -> APIRouter:
         }
         if if_none_match and headers["ETag"] in re.split(r"\s*,\s*", if_none_match.strip()):
             return Response(status_code=304, headers=headers)
-        body, asset = await canvases.read_asset(canvas_id, asset_id)
+        body, asset = await kernel.canvases.read_asset(canvas_id, asset_id)
         return ranges.ranged(body.chunks, body.size, asset.media_type, headers, range_, if_range)
+
+
+def _generation(api: APIRouter, kernel: Kernel) -> None:
+    """Generate an output node's image or video."""
 
     @api.post(
         "/canvases/{canvas_id}/generate-image",
@@ -173,7 +189,7 @@ def router(kernel: Kernel) -> APIRouter:
     async def generate_image(canvas_id: str, body: GenerationRequest) -> Document:
         """Generate the output node's image with the image connection; answers the document
         once done (both nodes `success`), or 502 `generation_provider_failed` (both `error`)."""
-        return await canvases.generate_image(canvas_id, body)
+        return await kernel.canvases.generate_image(canvas_id, body)
 
     @api.post(
         "/canvases/{canvas_id}/generate-video",
@@ -184,6 +200,4 @@ def router(kernel: Kernel) -> APIRouter:
         """Generate the output node's video with the video connection's task API (both nodes
         `queued`, then `running`, on the canvas stream); answers the document once the video
         is stored (both `success`), or 502 `generation_provider_failed` (both `error`)."""
-        return await canvases.generate_video(canvas_id, body)
-
-    return api
+        return await kernel.canvases.generate_video(canvas_id, body)

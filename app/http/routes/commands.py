@@ -1,13 +1,12 @@
-"""Commands (reference §1 "Commands"): Markdown prompt templates under `~/.foya/commands` and
+"""Commands: Markdown prompt templates under `~/.foya/commands` and
 `<project>/.foya/commands`, served by `app.kernel.usercontext.commands.Commands`."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
-from app.http.commandmodels import CreateCommand, RunCommand, UpdateCommand
-from app.kernel import Kernel
-from app.kernel.usercontext.commands import Command, CommandExecution
+from app.http.models.commands import CreateCommand, RunCommand, UpdateCommand
+from app.kernel.api import Command, CommandExecution, Kernel
 
 
 def router(kernel: Kernel) -> APIRouter:

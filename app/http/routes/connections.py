@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
-from app.http.models import ConnectionIn, DefaultModels
-from app.http.webmodels import DiscoverModelsIn
-from app.kernel import Kernel
-from app.kernel.connections import Connection, Models
+from app.http.models.connections import ConnectionIn, DefaultModels, DiscoverModelsIn
+from app.kernel.api import Connection, Kernel, Models
 
 
 def router(kernel: Kernel) -> APIRouter:

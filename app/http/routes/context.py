@@ -1,19 +1,18 @@
-"""Rules, memories and the memory switch (reference §1 "Rules"): Markdown files under `~/.foya`
+"""Rules, memories and the memory switch: Markdown files under `~/.foya`
 and `<project>/.foya`, served by `app.kernel.usercontext.UserContext`."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
-from app.http.contextmodels import (
+from app.http.models.context import (
     CreateMemory,
     CreateRule,
     MemorySettingsBody,
     UpdateMemory,
     UpdateRule,
 )
-from app.kernel import Kernel
-from app.kernel.usercontext import Memory, MemorySettings, Rule
+from app.kernel.api import Kernel, Memory, MemorySettings, Rule
 
 
 def router(kernel: Kernel) -> APIRouter:

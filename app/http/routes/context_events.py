@@ -1,4 +1,4 @@
-"""The context event stream `GET /context/events` (reference §3): rule and memory change notices.
+"""The context event stream `GET /context/events`: rule and memory change notices.
 
 Unlike the session stream, no cursor means "from the start" (Foya replays every stored event
 after `Last-Event-ID`, 0 when absent); `?after=N` is accepted too and wins over the header.
@@ -10,10 +10,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Request, Response
 
-from app.http.models import NonNegative
+from app.http.models.common import NonNegative
 from app.http.sse import EventStreamResponse, StreamRoute, cursor
-from app.kernel import Kernel
-from app.kernel.usercontext.stream import context_events
+from app.kernel.api import Kernel, context_events
 
 
 def router(kernel: Kernel) -> APIRouter:

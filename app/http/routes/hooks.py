@@ -1,13 +1,12 @@
-"""Hooks (reference §1 "Hooks", §7): one scope's configuration, `~/.foya/hooks.json` or
+"""Hooks: one scope's configuration, `~/.foya/hooks.json` or
 `<project>/.foya/hooks.json`, read and replaced whole (`app.kernel.hooks`)."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter
 
-from app.http.hookmodels import HooksBody
-from app.kernel import Kernel
-from app.kernel.hooks import Hook
+from app.http.models.hooks import HooksBody
+from app.kernel.api import Hook, Kernel
 
 
 def router(kernel: Kernel) -> APIRouter:

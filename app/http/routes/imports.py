@@ -20,11 +20,11 @@ from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import StreamingResponse
 from starlette.types import Scope
 
-from app.errors import BadRequest, FoyaError
+from app.errors import BadRequest
 from app.http.routes.artifacts import upload_schema
 from app.http.streamed_upload import StreamedFile
-from app.kernel import Kernel
-from app.kernel.imports import UPLOADABLE, ImportSummary, UploadForm
+from app.imports.model import ImportTooLarge
+from app.kernel.api import UPLOADABLE, ImportSummary, Kernel, UploadForm
 
 _UPLOAD_PATH = re.compile(r"/imports")
 CHUNK = 1024 * 1024
@@ -80,10 +80,8 @@ def router(kernel: Kernel) -> APIRouter:
     @api.post("/imports", openapi_extra=UPLOAD_SCHEMA)
     async def import_archive(request: Request) -> ImportSummary:
         """Import a ChatBuddy backup, a Foya export or one agent-CLI transcript."""
-        too_large = FoyaError(
-            f"the archive is larger than {limit // (1024 * 1024)} MiB (FOYA_MAX_IMPORT_MB)",
-            status=413,
-            code="import_too_large",
+        too_large = ImportTooLarge(
+            f"the archive is larger than {limit // (1024 * 1024)} MiB (FOYA_MAX_IMPORT_MB)"
         )
         # Streamed to a temporary file as it arrives: an upload is never held whole in memory.
         upload = StreamedFile(

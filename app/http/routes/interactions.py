@@ -1,4 +1,4 @@
-"""Questions and browser actions (reference §1 "Approvals, questions, browser"): a client's
+"""Questions and browser actions: a client's
 answers to an `ask_user` batch, and a browser client's result of a browser action. Both answer
 204 and hand the answer to the waiting tool. Errors: app.kernel.interactions.questions and
 app.kernel.interactions.browser.
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
-from app.http.interactionmodels import AnswerQuestions, BrowserActionResult
-from app.kernel import Kernel
+from app.http.models.interactions import AnswerQuestions, BrowserActionResult
+from app.kernel.api import Kernel
 
 QUESTION = "/sessions/{session_id}/questions/{batch_id}"
 

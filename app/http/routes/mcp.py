@@ -4,14 +4,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter
 
-from app.http.mcpmodels import McpStatus, PromptGet, RegistryServer, ResourceRead
-from app.kernel import Kernel
-from app.kernel.mcp import McpConfig
-from app.kernel.mcp.config import wire
+from app.http.models.mcp import McpStatus, PromptGet, RegistryServer, ResourceRead
+from app.jsontypes import JSONObject
+from app.kernel.api import Kernel, McpConfig, mcp_config_wire
 
 
 def router(kernel: Kernel) -> APIRouter:
@@ -22,14 +19,14 @@ def router(kernel: Kernel) -> APIRouter:
     @api.get("/mcp", response_model_exclude_unset=True)
     async def get_mcp() -> McpConfig:
         """The configured servers; secrets show as `has_token` and `********`."""
-        return McpConfig.model_validate(wire(mcp.public_config()))
+        return McpConfig.model_validate(mcp_config_wire(mcp.public_config()))
 
     @api.put("/mcp", response_model_exclude_unset=True)
     async def put_mcp(body: McpConfig) -> McpConfig:
         """Replace the configuration; answers it as stored. Nothing changes unless all of it
         is valid (400 `mcp_update_failed`). A placeholder or an empty `bearer_token` keeps
         the stored secret."""
-        return McpConfig.model_validate(wire(await mcp.replace(body)))
+        return McpConfig.model_validate(mcp_config_wire(await mcp.replace(body)))
 
     @api.get("/mcp/status", response_model_exclude_none=True)
     async def mcp_status() -> list[McpStatus]:
@@ -42,22 +39,22 @@ def router(kernel: Kernel) -> APIRouter:
         return [RegistryServer.model_validate(s) for s in await mcp.registry(search)]
 
     @api.get("/mcp/resources")
-    async def mcp_resources(server_id: str = "") -> list[dict[str, Any]]:
+    async def mcp_resources(server_id: str = "") -> list[JSONObject]:
         """A connected server's resources, `[]` when it offers none (502 `mcp_resources_failed`)."""
         return await mcp.resources(server_id.strip())
 
     @api.post("/mcp/resources/read")
-    async def mcp_read_resource(body: ResourceRead) -> dict[str, Any]:
+    async def mcp_read_resource(body: ResourceRead) -> JSONObject:
         """One resource's contents (502 `mcp_resource_read_failed`)."""
         return await mcp.read_resource(body.server_id.strip(), body.uri)
 
     @api.get("/mcp/prompts")
-    async def mcp_prompts(server_id: str = "") -> list[dict[str, Any]]:
+    async def mcp_prompts(server_id: str = "") -> list[JSONObject]:
         """A connected server's prompts, `[]` when it offers none (502 `mcp_prompts_failed`)."""
         return await mcp.prompts(server_id.strip())
 
     @api.post("/mcp/prompts/get")
-    async def mcp_get_prompt(body: PromptGet) -> dict[str, Any]:
+    async def mcp_get_prompt(body: PromptGet) -> JSONObject:
         """One prompt rendered with `args` (502 `mcp_prompt_get_failed`)."""
         return await mcp.get_prompt(body.server_id.strip(), body.name.strip(), body.args)
 

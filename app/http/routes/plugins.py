@@ -1,4 +1,4 @@
-"""Plugins and plugin marketplaces (reference §1 "Also present"; Foya's capability handlers),
+"""Plugins and plugin marketplaces (as Foya's capability handlers),
 served by `app.kernel.plugins.Plugins` and its `marketplaces`. Statuses and error codes are
 Foya's: see `app.kernel.plugins.models`."""
 
@@ -6,15 +6,15 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
-from app.http.pluginmodels import (
+from app.http.models.plugins import (
     MarketplaceAddRequest,
     MarketplaceEnabledRequest,
     MarketplacePluginInstallRequest,
     PluginEnabledRequest,
     PluginInstallRequest,
 )
-from app.kernel import Kernel
-from app.kernel.plugins.models import (
+from app.kernel.api import (
+    Kernel,
     MarketplaceCatalog,
     MarketplacePluginPreview,
     MarketplaceSummary,

@@ -4,11 +4,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
-from app.http.models import CreateProject, UpdateProject
-from app.http.trustmodels import TrustBody
-from app.kernel import Kernel
-from app.kernel.projects import ProjectInfo
-from app.kernel.trust import TrustInfo
+from app.http.models.projects import CreateProject, TrustBody, UpdateProject
+from app.kernel.api import Kernel, ProjectInfo, TrustInfo
 
 
 def router(kernel: Kernel) -> APIRouter:

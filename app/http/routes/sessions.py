@@ -9,17 +9,10 @@ from fastapi import APIRouter, Header, Query, Request, Response
 from app.errors import BadRequest
 from app.events import Message, Usage
 from app.http.chatview import chat_messages
-from app.http.models import (
-    SQLITE_END,
-    CreateSession,
-    ForkSession,
-    NonNegative,
-    UpdateSession,
-)
+from app.http.models.common import SQLITE_END, NonNegative
+from app.http.models.sessions import CreateSession, ForkSession, UpdateSession
 from app.http.sse import EventStreamResponse, StreamRoute
-from app.kernel import Kernel
-from app.kernel.sessions import Session
-from app.kernel.usage import UsageReport
+from app.kernel.api import Kernel, Session, UsageReport
 
 
 def _after(after: int | None, last_event_id: str | None) -> int | None:
@@ -37,8 +30,15 @@ def _after(after: int | None, last_event_id: str | None) -> int | None:
 
 
 def router(kernel: Kernel) -> APIRouter:
-    """Routes bound to `kernel`."""
+    """Routes bound to `kernel`, in the order the API document lists them."""
     api = APIRouter(tags=["sessions"])
+    _sessions(api, kernel)
+    _reading(api, kernel)
+    return api
+
+
+def _sessions(api: APIRouter, kernel: Kernel) -> None:
+    """Create, list, change, delete and fork sessions; a session's children."""
     sessions = kernel.sessions
 
     @api.post("/sessions", response_model_exclude_none=True)
@@ -71,6 +71,11 @@ def router(kernel: Kernel) -> APIRouter:
     @api.get("/sessions/{session_id}/children", response_model_exclude_none=True)
     async def children(session_id: str) -> list[Session]:
         return await sessions.children(session_id)
+
+
+def _reading(api: APIRouter, kernel: Kernel) -> None:
+    """A session's history, usage and event stream; the usage report."""
+    sessions = kernel.sessions
 
     @api.get("/sessions/{session_id}/history")
     async def history(session_id: str) -> list[Message]:
@@ -108,5 +113,3 @@ def router(kernel: Kernel) -> APIRouter:
         return StreamRoute(
             EventStreamResponse(lambda: kernel.session_events(session_id, start), slots)
         )
-
-    return api

@@ -1,4 +1,4 @@
-"""Skills (reference §1 "Skills"): SKILL.md packages under `~/.foya`, `~/.agents` and a
+"""Skills: SKILL.md packages under `~/.foya`, `~/.agents` and a
 project's `.foya` and `.agents`, served by `app.kernel.usercontext.skills.Skills`.
 
 A ref is one path segment (`global:review`, `project:<id>:review`); the routes take the rest of
@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Query, Response
 
-from app.http.skillmodels import SkillEnableRequest, SkillPinnedRequest
-from app.kernel import Kernel
-from app.kernel.usercontext.skillmodels import ScanResult, Skill
+from app.http.models.skills import SkillEnableRequest, SkillPinnedRequest
+from app.kernel.api import Kernel, ScanResult, Skill
 
 EVERY = Query(False, alias="all", description="Every scope's skills, not only the winners.")
 INVOCABLE = Query(False, description="Only the enabled skills whose required tools exist.")

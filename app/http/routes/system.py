@@ -20,9 +20,8 @@ from fastapi.responses import PlainTextResponse, Response
 from pydantic import BaseModel
 
 from app.events import compact_json
-from app.http.models import one_of
-from app.kernel import Check, Kernel, NotReady
-from app.kernel.readiness import CheckName
+from app.http.models.common import one_of
+from app.kernel.api import Check, CheckName, Kernel, NotReady
 from app.metrics import CONTENT_TYPE
 
 

@@ -1,4 +1,4 @@
-"""Terminals (reference §1): a shell on a PTY per terminal, and its own event stream.
+"""Terminals: a shell on a PTY per terminal, and its own event stream.
 
 `GET …/{ref}/events` replays the terminal's kept events after `?after=N` (else `Last-Event-ID`,
 else 0: everything kept, as Foya), then live ones; frames are `id: <terminal seq>`, `event:
@@ -12,11 +12,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Request, Response
 
-from app.http.models import NonNegative
+from app.http.models.common import NonNegative
+from app.http.models.terminals import ResizeTerminal, StartTerminal, TerminalInput
 from app.http.sse import EventStreamResponse, StreamRoute, cursor
-from app.http.terminalmodels import ResizeTerminal, StartTerminal, TerminalInput
-from app.kernel import Kernel
-from app.kernel.terminals import TerminalSnapshot
+from app.kernel.api import Kernel, TerminalSnapshot
 
 TERMINAL = "/sessions/{session_id}/terminals/{ref}"
 

@@ -5,10 +5,8 @@ from __future__ import annotations
 from fastapi import APIRouter, Response
 
 from app.events import QueueItem
-from app.http.models import Decision, UpdateQueueItem
-from app.kernel import Kernel
-from app.kernel.turns.compaction import Compacted
-from app.kernel.turns.inputs import TurnAccepted, TurnInput
+from app.http.models.turns import Decision, UpdateQueueItem
+from app.kernel.api import Compacted, Kernel, TurnAccepted, TurnInput
 
 
 def router(kernel: Kernel) -> APIRouter:

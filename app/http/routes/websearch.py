@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter
 
 from app.errors import BadRequest
-from app.http.webmodels import SearchResultOut, WebSearchIn, WebSearchOut, WebSearchTestIn
-from app.kernel import Kernel
+from app.http.models.websearch import SearchResultOut, WebSearchIn, WebSearchOut, WebSearchTestIn
+from app.kernel.api import Kernel, SearchResult, WebSearchSettings
 
 
 def router(kernel: Kernel) -> APIRouter:
@@ -17,12 +15,12 @@ def router(kernel: Kernel) -> APIRouter:
     web = kernel.web
 
     @api.get("/web-search", response_model=WebSearchOut, response_model_exclude_none=True)
-    async def get_web_search() -> dict[str, Any]:
+    async def get_web_search() -> WebSearchSettings:
         """The search providers, with `has_api_key` instead of a key."""
         return web.public()
 
     @api.put("/web-search", response_model=WebSearchOut, response_model_exclude_none=True)
-    async def put_web_search(body: WebSearchIn) -> dict[str, Any]:
+    async def put_web_search(body: WebSearchIn) -> WebSearchSettings:
         """Replace the settings; an empty `api_key` keeps the provider's stored key."""
         return await web.replace(body.model_dump())
 
@@ -31,7 +29,7 @@ def router(kernel: Kernel) -> APIRouter:
         response_model=list[SearchResultOut],
         response_model_exclude_none=True,
     )
-    async def test_web_search(body: WebSearchTestIn) -> list[Any]:
+    async def test_web_search(body: WebSearchTestIn) -> list[SearchResult]:
         """Up to 3 results of one provider; 502 `web_search_test_failed` when it fails."""
         if not body.query.strip():
             raise BadRequest("query: must not be empty")

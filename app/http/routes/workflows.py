@@ -1,4 +1,4 @@
-"""Plan workflows (reference §1 "Workflows"): a session's open workflow, approving its plan,
+"""Plan workflows: a session's open workflow, approving its plan,
 closing it. Answers are workflow records (`app.kernel.workflows.Workflow`); errors are listed in
 `app.kernel.workflows.service`. Plan mode starts with the builtin `plan` command."""
 
@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from app.kernel import Kernel
-from app.kernel.workflows import Workflow, WorkflowApproval
+from app.kernel.api import Kernel, Workflow, WorkflowApproval
 
 WORKFLOW = "/sessions/{session_id}/workflow"
 

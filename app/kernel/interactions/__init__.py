@@ -1,4 +1,4 @@
-"""Tools that wait for a client (issue 17 items 2 and 7): the `ask_user` question batches
+"""Tools that wait for a client: the `ask_user` question batches
 (`questions`, `ask_user`) and the browser actions a browser-driving client performs
 (`browser`, `browser_tools`), both on the pending-request pattern of `waiting`.
 Errors: `questions`, `browser`."""

@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from app.jsontypes import JSONObject
 from app.kernel.ids import iso_now, new_id
 from app.kernel.interactions.questions import (
     Batch,
@@ -58,7 +59,7 @@ PARAMETERS = {
 }
 
 
-def _get(item: dict[str, Any], key: str, kind: type, where: str) -> Any:
+def _get(item: JSONObject, key: str, kind: type, where: str) -> Any:
     """`item[key]` if it is of `kind`; absent or null gives None (the model may omit it)."""
     value = item.get(key)
     if value is not None and not isinstance(value, kind):
@@ -66,7 +67,7 @@ def _get(item: dict[str, Any], key: str, kind: type, where: str) -> Any:
     return value
 
 
-def _objects(raw: Any, where: str) -> list[dict[str, Any]]:
+def _objects(raw: Any, where: str) -> list[JSONObject]:
     if raw is None:
         return []
     if not isinstance(raw, list) or not all(isinstance(i, dict | None) for i in raw):
@@ -74,7 +75,7 @@ def _objects(raw: Any, where: str) -> list[dict[str, Any]]:
     return [i or {} for i in raw]
 
 
-def _option(item: dict[str, Any], where: str) -> Option:
+def _option(item: JSONObject, where: str) -> Option:
     option = Option(label=_get(item, "label", str, where) or "")
     if description := _get(item, "description", str, where):
         option["description"] = description
@@ -125,13 +126,13 @@ class AskUser:
     def __init__(self, questions: Questions) -> None:
         self.questions = questions
 
-    def action(self, args: dict[str, Any]) -> Action:
+    def action(self, args: JSONObject) -> Action:
         return "read"
 
-    def resource(self, args: dict[str, Any], ctx: ToolContext) -> Path | None:
+    def resource(self, args: JSONObject, ctx: ToolContext) -> Path | None:
         return None
 
-    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+    async def run(self, args: JSONObject, ctx: ToolContext) -> ToolResult:
         try:
             questions = check_batch(parse_questions(args.get("questions")))
         except InvalidBatch as exc:

@@ -34,6 +34,7 @@ from typing_extensions import TypedDict
 
 from app.errors import BadRequest, FoyaError, NotFound
 from app.events import BROWSER_ACTION_REQUESTED, BROWSER_ACTION_RESOLVED
+from app.jsontypes import JSONObject
 from app.kernel.interactions.waiting import Ended, Status, Waiters
 from app.kernel.sessions import Sessions
 from app.store.events import SessionNotFound
@@ -45,10 +46,14 @@ SCREENSHOT_TYPE = "image/png"
 
 
 class BrowserActionNotFound(NotFound):
+    """An unknown session, a request that is not pending, or another session's request."""
+
     code = "browser_action_failed"
 
 
 class ScreenshotTooLarge(FoyaError):
+    """A browser action's screenshot over its size limit."""
+
     status = 413
     code = "browser_screenshot_too_large"
 
@@ -93,7 +98,7 @@ class ActionResult(TypedDict, total=False):
     post_url: str
     verified: bool
     actual_text: str
-    trace: dict[str, Any]
+    trace: JSONObject
     error: str
 
 

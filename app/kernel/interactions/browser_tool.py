@@ -17,6 +17,7 @@ import json
 from pathlib import Path
 from typing import Any, cast
 
+from app.jsontypes import JSONObject
 from app.kernel.approvals import Ask
 from app.kernel.ids import iso_now, new_id
 from app.kernel.interactions.browser import ActionFields, ActionRequest, BrowserActions, Outcome
@@ -42,16 +43,16 @@ OBSERVATION = {"type": "string", "description": "The observation_id of that brow
 TIMEOUT = {"type": "integer", "minimum": MIN_WAIT_MS, "maximum": MAX_WAIT_MS}
 
 
-def object_schema(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
+def object_schema(properties: JSONObject, required: tuple[str, ...] = ()) -> JSONObject:
     """A tool's parameters: an object of `properties`, nothing else."""
-    out: dict[str, Any] = {"type": "object", "properties": properties}
+    out: JSONObject = {"type": "object", "properties": properties}
     if required:
         out["required"] = list(required)
     out["additionalProperties"] = False
     return out
 
 
-def arg(args: dict[str, Any], key: str, kind: type) -> Any:
+def arg(args: JSONObject, key: str, kind: type) -> Any:
     """`args[key]` if of `kind` (null or absent: None); `ToolError` otherwise."""
     value = args.get(key)
     if value is None:
@@ -62,7 +63,7 @@ def arg(args: dict[str, Any], key: str, kind: type) -> Any:
     return value
 
 
-def text_arg(args: dict[str, Any], key: str) -> str:
+def text_arg(args: JSONObject, key: str) -> str:
     """A string argument; absent is empty."""
     return str(arg(args, key, str) or "")
 
@@ -73,7 +74,7 @@ def only_given(fields: ActionFields) -> ActionFields:
     return cast(ActionFields, {k: v for k, v in fields.items() if v})
 
 
-def wait_ms(args: dict[str, Any]) -> int:
+def wait_ms(args: JSONObject) -> int:
     """`timeout_ms`, within the schema's range (0: not given)."""
     value = int(arg(args, "timeout_ms", int) or 0)
     if value and not MIN_WAIT_MS <= value <= MAX_WAIT_MS:
@@ -83,7 +84,7 @@ def wait_ms(args: dict[str, Any]) -> int:
 
 def result_text(outcome: Outcome) -> str:
     """What the model is told of a successful action."""
-    shown: dict[str, Any] = {"notice": NOTICE}
+    shown: JSONObject = {"notice": NOTICE}
     for key in _SHOWN:
         value = outcome.result.get(key)
         if value or (key == "verified" and value is not None):
@@ -100,24 +101,24 @@ class BrowserTool:
     kind = ""  # the action: the tool is `browser_<kind>`
     name: str
     description = ""
-    parameters: dict[str, Any] = object_schema({})
+    parameters: JSONObject = object_schema({})
     approval: str | None = None  # the approval action it needs, if any
 
     def __init__(self, actions: BrowserActions) -> None:
         self.actions = actions
         self.name = f"browser_{self.kind}"
 
-    def action(self, args: dict[str, Any]) -> Action:
+    def action(self, args: JSONObject) -> Action:
         return "read"  # approval is asked in `run`, with Foya's browser actions
 
-    def resource(self, args: dict[str, Any], ctx: ToolContext) -> Path | None:
+    def resource(self, args: JSONObject, ctx: ToolContext) -> Path | None:
         return None
 
-    def fields(self, args: dict[str, Any]) -> ActionFields:
+    def fields(self, args: JSONObject) -> ActionFields:
         """The request's action fields from the model's arguments (`ToolError` if wrong)."""
         return {}
 
-    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+    async def run(self, args: JSONObject, ctx: ToolContext) -> ToolResult:
         request: ActionRequest = {
             "id": new_id(),
             "session_id": ctx.session,

@@ -5,8 +5,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
+from app.jsontypes import JSONObject
 from app.kernel.interactions.browser import ActionFields, BrowserActions, clean_url
 from app.kernel.interactions.browser_tool import (
     DIRECTIONS,
@@ -24,7 +23,7 @@ from app.kernel.interactions.browser_tool import (
 from app.tools import Tool, ToolError
 
 
-def required(args: dict[str, Any], key: str) -> str:
+def required(args: JSONObject, key: str) -> str:
     """A string argument that must not be blank."""
     value = text_arg(args, key)
     if not value.strip():
@@ -32,7 +31,7 @@ def required(args: dict[str, Any], key: str) -> str:
     return value
 
 
-def waiting_schema(ref: str, text: str) -> dict[str, Any]:
+def waiting_schema(ref: str, text: str) -> JSONObject:
     """The parameters of a tool that waits for an element ref or a text (described by `ref`
     and `text`)."""
     return object_schema(
@@ -45,7 +44,7 @@ def waiting_schema(ref: str, text: str) -> dict[str, Any]:
     )
 
 
-def waiting_fields(args: dict[str, Any]) -> ActionFields:
+def waiting_fields(args: JSONObject) -> ActionFields:
     """The action fields of a tool with `waiting_schema` parameters."""
     return only_given(
         ActionFields(
@@ -68,7 +67,7 @@ class Navigate(BrowserTool):
     )
     approval = "network"
 
-    def fields(self, args: dict[str, Any]) -> ActionFields:
+    def fields(self, args: JSONObject) -> ActionFields:
         url = clean_url(text_arg(args, "url"))
         if not url:
             raise ToolError("url is required")
@@ -94,7 +93,7 @@ class Click(BrowserTool):
     parameters = object_schema({"ref": REF, "observation_id": OBSERVATION}, ("ref",))
     approval = "browser_interact"
 
-    def fields(self, args: dict[str, Any]) -> ActionFields:
+    def fields(self, args: JSONObject) -> ActionFields:
         ref = required(args, "ref")
         return only_given(ActionFields(ref=ref, observation_id=text_arg(args, "observation_id")))
 
@@ -116,7 +115,7 @@ class TypeText(BrowserTool):
     )
     approval = "browser_interact"
 
-    def fields(self, args: dict[str, Any]) -> ActionFields:
+    def fields(self, args: JSONObject) -> ActionFields:
         ref = required(args, "ref")
         return only_given(
             ActionFields(
@@ -143,7 +142,7 @@ class PressKey(BrowserTool):
     )
     approval = "browser_interact"
 
-    def fields(self, args: dict[str, Any]) -> ActionFields:
+    def fields(self, args: JSONObject) -> ActionFields:
         key = required(args, "key")
         return only_given(ActionFields(ref=text_arg(args, "ref"), key=key))
 
@@ -156,7 +155,7 @@ class Wait(BrowserTool):
     )
     parameters = waiting_schema("An element ref to wait for.", "Visible text to wait for.")
 
-    def fields(self, args: dict[str, Any]) -> ActionFields:
+    def fields(self, args: JSONObject) -> ActionFields:
         if not text_arg(args, "ref") and not text_arg(args, "text"):
             raise ToolError("ref or text is required")
         return waiting_fields(args)
@@ -184,7 +183,7 @@ class Scroll(BrowserTool):
         }
     )
 
-    def fields(self, args: dict[str, Any]) -> ActionFields:
+    def fields(self, args: JSONObject) -> ActionFields:
         direction = text_arg(args, "direction").strip() or "down"
         if direction not in DIRECTIONS:
             raise ToolError(f"direction must be one of {', '.join(DIRECTIONS)}")
@@ -204,7 +203,7 @@ class Extract(BrowserTool):
         "An element ref whose text to read.", "Text to wait for before reading."
     )
 
-    def fields(self, args: dict[str, Any]) -> ActionFields:
+    def fields(self, args: JSONObject) -> ActionFields:
         return waiting_fields(args)
 
 
@@ -215,7 +214,7 @@ class Screenshot(BrowserTool):
         {"full_page": {"type": "boolean", "description": "The whole page, where supported."}}
     )
 
-    def fields(self, args: dict[str, Any]) -> ActionFields:
+    def fields(self, args: JSONObject) -> ActionFields:
         return only_given(ActionFields(full_page=bool(arg(args, "full_page", bool))))
 
 

@@ -35,14 +35,20 @@ MAX_OPTIONS = 8
 
 
 class QuestionSessionNotFound(NotFound):
+    """The session of a question route does not exist."""
+
     code = "session_not_found"
 
 
 class QuestionNotFound(NotFound):
+    """An unknown question batch, one already resolved, or another session's."""
+
     code = "question_not_found"
 
 
 class InvalidQuestionAnswers(BadRequest):
+    """Answers that do not answer every question of the batch once (the batch stays pending)."""
+
     code = "invalid_question_answers"
 
 

@@ -20,6 +20,7 @@ from typing import Any, Generic, Literal, TypeVar
 
 from typing_extensions import TypedDict
 
+from app.events import Kind, Record, RequestResolved
 from app.tools.base import Emit, settled
 
 T = TypeVar("T")
@@ -55,7 +56,7 @@ class Waiter(Generic[T]):
 class Waiters(Generic[T]):
     """Pending requests of one kind, by id."""
 
-    def __init__(self, requested: str, resolved: str) -> None:
+    def __init__(self, requested: Kind[Record], resolved: Kind[RequestResolved]) -> None:
         self._requested = requested
         self._resolved = resolved
         self._pending: dict[str, Waiter[T]] = {}

@@ -21,20 +21,75 @@ import asyncio
 import copy
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 from urllib.parse import urlsplit
 
 from app.errors import BadRequest
 from app.files import write_json_atomic
+from app.jsontypes import JSONObject
 from app.logs import get_logger
 
 KINDS = ("google_cse", "bing", "baidu", "searxng")
 NAMES = {"google_cse": "Google", "bing": "Bing", "baidu": "百度", "searxng": "SearXNG"}
-FIELDS = ("id", "kind", "name", "enabled", "api_key", "search_engine_id", "endpoint")
 MAX_PROVIDERS = 50
 
 
+class ProviderConfig(TypedDict):
+    """A stored search provider, its key included (for the kernel's own use only)."""
+
+    id: str
+    kind: str
+    name: str
+    enabled: bool
+    api_key: str
+    search_engine_id: str
+    endpoint: str
+
+
+class StoredSettings(TypedDict):
+    """What `web-search.json` holds."""
+
+    enabled: bool
+    default_provider: str
+    providers: list[ProviderConfig]
+
+
+class PublicProvider(TypedDict):
+    """A search provider as clients see it: `has_api_key` instead of the key, empty fields left
+    out."""
+
+    id: str
+    kind: str
+    name: str
+    enabled: bool
+    has_api_key: NotRequired[bool]
+    search_engine_id: NotRequired[str]
+    endpoint: NotRequired[str]
+
+
+class PublicSettings(TypedDict):
+    """`GET /web-search`: the settings as clients see them."""
+
+    enabled: bool
+    default_provider: NotRequired[str]
+    providers: list[PublicProvider]
+
+
+#: The provider asked when no default is set (or the default is disabled); it needs no field.
+FALLBACK = ProviderConfig(
+    id="duckduckgo",
+    kind="duckduckgo",
+    name="DuckDuckGo",
+    enabled=True,
+    api_key="",
+    search_engine_id="",
+    endpoint="",
+)
+
+
 class UpdateFailed(BadRequest):
+    """A `PUT /web-search` whose settings break a rule; nothing is changed."""
+
     code = "web_search_update_failed"
 
 
@@ -56,47 +111,57 @@ def check_endpoint(value: str, where: str) -> None:
         raise UpdateFailed(f"{where}.endpoint: must not hold credentials; send api_key")
 
 
-def public(settings: dict[str, Any]) -> dict[str, Any]:
+def public(settings: StoredSettings) -> PublicSettings:
     """The settings as clients see them: `has_api_key`, never a key; empty fields left out
     (Foya's `omitempty`), `providers` always a list."""
-    out: dict[str, Any] = {"enabled": settings["enabled"]}
-    if settings["default_provider"]:
-        out["default_provider"] = settings["default_provider"]
-    providers = []
+    providers: list[PublicProvider] = []
     for item in settings["providers"]:
-        shown = {k: item[k] for k in ("id", "kind", "name", "enabled")}
+        shown = PublicProvider(
+            id=item["id"], kind=item["kind"], name=item["name"], enabled=item["enabled"]
+        )
         if item["api_key"]:
             shown["has_api_key"] = True
-        for key in ("search_engine_id", "endpoint"):
-            if item[key]:
-                shown[key] = item[key]
+        if item["search_engine_id"]:
+            shown["search_engine_id"] = item["search_engine_id"]
+        if item["endpoint"]:
+            shown["endpoint"] = item["endpoint"]
         providers.append(shown)
-    out["providers"] = providers
-    return out
+    if settings["default_provider"]:
+        return PublicSettings(
+            enabled=settings["enabled"],
+            default_provider=settings["default_provider"],
+            providers=providers,
+        )
+    return PublicSettings(enabled=settings["enabled"], providers=providers)
 
 
-def normalized(given: dict[str, Any], current: dict[str, Any]) -> dict[str, Any]:
+def normalized(given: JSONObject, current: StoredSettings) -> StoredSettings:
     """`given` (a PUT body) as settings to store, keys kept from `current` where Foya keeps
     them; `UpdateFailed` if it breaks a rule."""
     items = given.get("providers") or []
     if len(items) > MAX_PROVIDERS:
         raise UpdateFailed(f"providers: at most {MAX_PROVIDERS}")
     stored = {p["id"]: p for p in current["providers"]}
-    providers: list[dict[str, Any]] = []
+    providers: list[ProviderConfig] = []
     for index, raw in enumerate(items):
-        item = {k: raw.get(k) for k in FIELDS}
-        item["id"] = str(item["id"] or "").strip() or f"search-{index + 1}"
+        provider_id = _text(raw, "id") or f"search-{index + 1}"
         where = f"providers[{index}]"
-        if any(p["id"] == item["id"] for p in providers):
-            raise UpdateFailed(f"duplicate search provider id {item['id']!r}")
-        if item["kind"] not in KINDS:
+        if any(p["id"] == provider_id for p in providers):
+            raise UpdateFailed(f"duplicate search provider id {provider_id!r}")
+        kind = raw.get("kind")
+        if kind not in KINDS:
             raise UpdateFailed(
-                f"unsupported search provider kind {item['kind']!r} (one of {', '.join(KINDS)})"
+                f"unsupported search provider kind {kind!r} (one of {', '.join(KINDS)})"
             )
-        item["name"] = str(item["name"] or "").strip() or NAMES[item["kind"]]
-        item["enabled"] = bool(item["enabled"])
-        for key in ("api_key", "search_engine_id", "endpoint"):
-            item[key] = str(item[key] or "").strip()
+        item = ProviderConfig(
+            id=provider_id,
+            kind=kind,
+            name=_text(raw, "name") or NAMES[kind],
+            enabled=bool(raw.get("enabled")),
+            api_key=_text(raw, "api_key"),
+            search_engine_id=_text(raw, "search_engine_id"),
+            endpoint=_text(raw, "endpoint"),
+        )
         check_endpoint(item["endpoint"], where)
         if item["kind"] == "searxng" and not item["endpoint"]:
             raise UpdateFailed(f"{where}.endpoint: SearXNG needs its instance's URL")
@@ -110,17 +175,20 @@ def normalized(given: dict[str, Any], current: dict[str, Any]) -> dict[str, Any]
     default = str(given.get("default_provider") or "")
     if default and not any(p["id"] == default for p in providers):
         raise UpdateFailed(f"default search provider {default!r} not found")
-    return {
-        "enabled": bool(given.get("enabled")),
-        "default_provider": default,
-        "providers": providers,
-    }
+    return StoredSettings(
+        enabled=bool(given.get("enabled")), default_provider=default, providers=providers
+    )
 
 
-def _loaded(raw: Any) -> dict[str, Any]:
+def _text(raw: JSONObject, key: str) -> str:
+    """A given field as text, trimmed; absent or null is empty."""
+    return str(raw.get(key) or "").strip()
+
+
+def _loaded(raw: Any) -> StoredSettings:
     """A stored file as settings; what cannot be used is left out (logged), not fatal."""
     log = get_logger("foya.web_search")
-    settings: dict[str, Any] = {"enabled": True, "default_provider": "", "providers": []}
+    settings = StoredSettings(enabled=True, default_provider="", providers=[])
     if not isinstance(raw, dict):
         log.warning("web-search.json: not an object; using the defaults")
         return settings
@@ -144,7 +212,7 @@ class SearchSettings:
     def __init__(self, data_dir: Path) -> None:
         self.path = data_dir / "web-search.json"
         self._lock = asyncio.Lock()
-        self._settings: dict[str, Any] = _loaded({})
+        self._settings: StoredSettings = _loaded({})
 
     def load(self) -> None:
         try:
@@ -156,14 +224,14 @@ class SearchSettings:
             raw = {}
         self._settings = _loaded(raw)
 
-    def current(self) -> dict[str, Any]:
+    def current(self) -> StoredSettings:
         """The stored settings, keys included (for the kernel's own use)."""
         return copy.deepcopy(self._settings)
 
-    def public(self) -> dict[str, Any]:
+    def public(self) -> PublicSettings:
         return public(self._settings)
 
-    async def replace(self, given: dict[str, Any]) -> dict[str, Any]:
+    async def replace(self, given: JSONObject) -> PublicSettings:
         """Store `given` (see the module docstring); the settings as clients see them."""
         async with self._lock:
             settings = normalized(given, self._settings)

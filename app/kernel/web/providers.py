@@ -18,66 +18,21 @@ import json
 import random
 from collections.abc import Awaitable, Callable
 from html.parser import HTMLParser
-from typing import Any, NotRequired, TypedDict
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import aiohttp
 
+from app.jsontypes import JSONObject
+from app.kernel.web.config import ProviderConfig
 from app.kernel.web.errors import SearchFailed
+from app.kernel.web.results import SearchResult, result
 
 MAX_RESPONSE = 2 * 1024 * 1024
-DEFAULT_LIMIT, MAX_LIMIT = 5, 10
 GOOGLE = "https://customsearch.googleapis.com/customsearch/v1"
 BING = "https://api.bing.microsoft.com/v7.0/search"
 BAIDU = "https://www.baidu.com/s"
 DUCKDUCKGO = "https://lite.duckduckgo.com/lite/"
-
-
-class SearchResult(TypedDict):
-    """One row of a search answer (Foya's `SearchResult`; empty fields left out)."""
-
-    title: str
-    url: str
-    snippet: NotRequired[str]
-    source: NotRequired[str]
-    rank: int
-
-
-def limit_of(limit: int | None) -> int:
-    """Foya's rule: none or below 1 is 5, above 10 is 10."""
-    if not limit or limit <= 0:
-        return DEFAULT_LIMIT
-    return min(limit, MAX_LIMIT)
-
-
-def result(index: int, title: str, url: str, snippet: str) -> SearchResult:
-    row: SearchResult = {"title": " ".join(title.split()), "url": url.strip(), "rank": index + 1}
-    if text := " ".join(snippet.split()):
-        row["snippet"] = text
-    if host := _host(url):
-        row["source"] = host
-    return row
-
-
-def normalized(rows: list[SearchResult], limit: int) -> list[SearchResult]:
-    """Only http(s) URLs, each once, at most `limit`, ranked 1..n."""
-    out: list[SearchResult] = []
-    seen: set[str] = set()
-    for row in rows:
-        if len(out) >= limit or not row["url"] or row["url"] in seen:
-            continue
-        if urlsplit(row["url"]).scheme not in ("http", "https"):
-            continue
-        seen.add(row["url"])
-        out.append({**row, "rank": len(out) + 1})
-    return out
-
-
-def _host(url: str) -> str:
-    try:
-        return urlsplit(url).hostname or ""
-    except ValueError:
-        return ""
 
 
 async def _get(
@@ -107,7 +62,7 @@ def _json(name: str, data: bytes) -> Any:
         raise SearchFailed(f"{name} did not answer JSON") from None
 
 
-def _items(value: Any, *path: str) -> list[dict[str, Any]]:
+def _items(value: Any, *path: str) -> list[JSONObject]:
     for key in path:
         value = value.get(key) if isinstance(value, dict) else None
     return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
@@ -118,7 +73,7 @@ def _text(value: Any) -> str:
 
 
 async def searxng(
-    session: aiohttp.ClientSession, config: dict[str, Any], query: str, limit: int
+    session: aiohttp.ClientSession, config: ProviderConfig, query: str, limit: int
 ) -> list[SearchResult]:
     endpoint = config["endpoint"].rstrip("/")
     if not endpoint.endswith("/search"):
@@ -132,7 +87,7 @@ async def searxng(
 
 
 async def google_cse(
-    session: aiohttp.ClientSession, config: dict[str, Any], query: str, limit: int
+    session: aiohttp.ClientSession, config: ProviderConfig, query: str, limit: int
 ) -> list[SearchResult]:
     if not config["api_key"] or not config["search_engine_id"]:
         raise SearchFailed("Google Custom Search requires api_key and search_engine_id")
@@ -151,7 +106,7 @@ async def google_cse(
 
 
 async def bing(
-    session: aiohttp.ClientSession, config: dict[str, Any], query: str, limit: int
+    session: aiohttp.ClientSession, config: ProviderConfig, query: str, limit: int
 ) -> list[SearchResult]:
     if not config["api_key"]:
         raise SearchFailed("Bing Web Search requires api_key")
@@ -171,14 +126,14 @@ def _browser() -> dict[str, str]:
 
 
 async def baidu(
-    session: aiohttp.ClientSession, config: dict[str, Any], query: str, limit: int
+    session: aiohttp.ClientSession, config: ProviderConfig, query: str, limit: int
 ) -> list[SearchResult]:
     data = await _get(session, "Baidu", BAIDU, {"wd": query, "rn": str(limit)}, _browser())
     return parse_baidu(data.decode(errors="replace"), limit)
 
 
 async def duckduckgo(
-    session: aiohttp.ClientSession, config: dict[str, Any], query: str, limit: int
+    session: aiohttp.ClientSession, config: ProviderConfig, query: str, limit: int
 ) -> list[SearchResult]:
     try:
         async with session.get(DUCKDUCKGO, params={"q": query}, headers=_browser()) as response:
@@ -207,7 +162,7 @@ def parse_baidu(html: str, limit: int) -> list[SearchResult]:
     return parser.results
 
 
-Search = Callable[[aiohttp.ClientSession, dict[str, Any], str, int], Awaitable[list[SearchResult]]]
+Search = Callable[[aiohttp.ClientSession, ProviderConfig, str, int], Awaitable[list[SearchResult]]]
 PROVIDERS: dict[str, Search] = {
     "searxng": searxng,
     "google_cse": google_cse,

@@ -15,17 +15,18 @@ Errors (HTTP status, code), for the routes:
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from app.kernel.web.config import SearchSettings
-from app.kernel.web.errors import SearchFailed, SearchTestFailed
+from app.jsontypes import JSONObject
+from app.kernel.web.config import FALLBACK, ProviderConfig, PublicSettings, SearchSettings
+from app.kernel.web.errors import SearchFailed, SearchProviderNotFound, SearchTestFailed
 from app.kernel.web.guard import AllowList
+from app.kernel.web.results import SearchResult, limit_of, normalized
 
 if TYPE_CHECKING:
     import aiohttp
 
     from app.kernel.web.fetch import Fetcher
-    from app.kernel.web.providers import SearchResult
 
 TIMEOUT = 20.0
 TEST_LIMIT = 3
@@ -52,22 +53,22 @@ class WebSearch:
     def load(self) -> None:
         self.settings.load()
 
-    def public(self) -> dict[str, Any]:
+    def public(self) -> PublicSettings:
         """`GET /web-search`."""
         return self.settings.public()
 
-    async def replace(self, given: dict[str, Any]) -> dict[str, Any]:
+    async def replace(self, given: JSONObject) -> PublicSettings:
         """`PUT /web-search`."""
         return await self.settings.replace(given)
 
     async def test(self, provider_id: str, query: str) -> list[SearchResult]:
         """`POST /web-search/test`: up to 3 results of one provider (or `duckduckgo`)."""
         if provider_id == "duckduckgo":
-            config: dict[str, Any] = {"kind": "duckduckgo"}
+            config = FALLBACK
         else:
             found = [p for p in self.settings.current()["providers"] if p["id"] == provider_id]
             if not found:
-                raise SearchTestFailed(f"search provider {provider_id!r} not found", status=404)
+                raise SearchProviderNotFound(f"search provider {provider_id!r} not found")
             config = found[0]
         try:
             return await self._search(config, query, TEST_LIMIT)
@@ -77,8 +78,6 @@ class WebSearch:
     async def search(self, query: str, limit: int | None) -> tuple[list[SearchResult], str]:
         """Results for the `web_search` tool and the provider that gave them; `SearchFailed`
         if none could."""
-        from app.kernel.web.providers import limit_of, normalized
-
         query = query.strip()
         if not query:
             raise SearchFailed("search query is required")
@@ -91,7 +90,7 @@ class WebSearch:
             for config in settings["providers"]:
                 if config["id"] == default and config["enabled"]:
                     return normalized(await self._search(config, query, count), count), default
-        found = await self._search({"kind": "duckduckgo"}, query, count)
+        found = await self._search(FALLBACK, query, count)
         return normalized(found, count), "duckduckgo"
 
     async def close(self) -> None:
@@ -101,7 +100,7 @@ class WebSearch:
             await self._session.close()
             self._session = None
 
-    async def _search(self, config: dict[str, Any], query: str, limit: int) -> list[SearchResult]:
+    async def _search(self, config: ProviderConfig, query: str, limit: int) -> list[SearchResult]:
         import aiohttp
 
         from app.kernel.web.providers import PROVIDERS

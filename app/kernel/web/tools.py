@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
+from app.jsontypes import JSONObject
 from app.kernel.approvals import Ask
 from app.kernel.web.errors import FetchError, SearchFailed
 from app.kernel.web.search import WebSearch
@@ -36,10 +36,10 @@ class _WebTool:
     def __init__(self, web: WebSearch) -> None:
         self.web = web
 
-    def action(self, args: dict[str, Any]) -> Action:
+    def action(self, args: JSONObject) -> Action:
         return "read"  # approval is asked in `run`, as action `network`
 
-    def resource(self, args: dict[str, Any], ctx: ToolContext) -> Path | None:
+    def resource(self, args: JSONObject, ctx: ToolContext) -> Path | None:
         return None
 
     async def _approve(self, ctx: ToolContext, detail: str, resource: str, what: str) -> None:
@@ -59,7 +59,7 @@ class WebSearchTool(_WebTool):
         ["query"],
     )
 
-    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+    async def run(self, args: JSONObject, ctx: ToolContext) -> ToolResult:
         query, limit = args.get("query"), args.get("limit")
         if not isinstance(query, str) or not 1 <= len(query) <= MAX_QUERY:
             raise ToolError(f"invalid arguments: query must be 1 to {MAX_QUERY} characters")
@@ -81,7 +81,7 @@ class WebFetchTool(_WebTool):
         {"url": {"type": "string", "format": "uri", "description": "HTTP or HTTPS URL"}}, ["url"]
     )
 
-    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+    async def run(self, args: JSONObject, ctx: ToolContext) -> ToolResult:
         raw = args.get("url")
         try:
             if not isinstance(raw, str):

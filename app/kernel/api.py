@@ -1,0 +1,123 @@
+"""The kernel as the HTTP layer sees it: the one module `app.http` imports the kernel from.
+
+It re-exports, and defines nothing: the `Kernel` itself, the wire types routes accept and
+answer, the few kernel errors and functions a route needs to shape an answer, and the limits a
+route enforces before the kernel is called. A route reaching past this surface into a kernel
+module is refused by the import contracts and by tests/test_kernel_api.py; a name a route
+needs is added here (and to `__all__`, which lists every export), so what the wire depends on
+can be read in one place.
+"""
+
+from __future__ import annotations
+
+from app.kernel import Kernel, NotReady
+from app.kernel.agents.budget import Budget
+from app.kernel.agents.definitions import AgentDefinition
+from app.kernel.agents.limits import AgentLimits
+from app.kernel.agents.package import ContextSelection
+from app.kernel.agents.runs import AgentRunSnapshot
+from app.kernel.agents.service import SpawnRequest
+from app.kernel.automations import AutomationInput, AutomationWire
+from app.kernel.canvas.media import MAX_VIDEO_BYTES
+from app.kernel.canvas.models import (
+    Asset,
+    AssetTooLarge,
+    CanvasChanges,
+    Document,
+    GenerationRequest,
+    MissingAsset,
+    NewCanvas,
+)
+from app.kernel.connections import Connection, Models
+from app.kernel.filestate import FileAction, Status
+from app.kernel.hooks import Hook
+from app.kernel.imports import UPLOADABLE, ImportSummary, UploadForm
+from app.kernel.interactions import Answer
+from app.kernel.interactions.browser import ActionResult
+from app.kernel.mcp import McpConfig
+from app.kernel.mcp.config import wire as mcp_config_wire
+from app.kernel.messageshape import servable
+from app.kernel.plugins.models import (
+    MarketplaceCatalog,
+    MarketplacePluginPreview,
+    MarketplaceSummary,
+    Plugin,
+)
+from app.kernel.projects import ProjectInfo
+from app.kernel.readiness import Check, CheckName
+from app.kernel.sessions import Session
+from app.kernel.terminals import TerminalSnapshot
+from app.kernel.trust import TrustInfo
+from app.kernel.turns.compaction import Compacted
+from app.kernel.turns.inputs import TurnAccepted, TurnInput
+from app.kernel.usage import UsageReport
+from app.kernel.usercontext import Memory, MemorySettings, Rule
+from app.kernel.usercontext.commandfiles import Command
+from app.kernel.usercontext.commands import CommandExecution
+from app.kernel.usercontext.skillmodels import ScanResult, Skill
+from app.kernel.usercontext.stream import context_events
+from app.kernel.web.config import KINDS as SEARCH_PROVIDER_KINDS
+from app.kernel.web.config import PublicSettings as WebSearchSettings
+from app.kernel.web.results import SearchResult
+from app.kernel.workflows import Workflow, WorkflowApproval
+
+__all__ = [
+    "MAX_VIDEO_BYTES",
+    "SEARCH_PROVIDER_KINDS",
+    "UPLOADABLE",
+    "ActionResult",
+    "AgentDefinition",
+    "AgentLimits",
+    "AgentRunSnapshot",
+    "Answer",
+    "Asset",
+    "AssetTooLarge",
+    "AutomationInput",
+    "AutomationWire",
+    "Budget",
+    "CanvasChanges",
+    "Check",
+    "CheckName",
+    "Command",
+    "CommandExecution",
+    "Compacted",
+    "Connection",
+    "ContextSelection",
+    "Document",
+    "FileAction",
+    "GenerationRequest",
+    "Hook",
+    "ImportSummary",
+    "Kernel",
+    "MarketplaceCatalog",
+    "MarketplacePluginPreview",
+    "MarketplaceSummary",
+    "McpConfig",
+    "Memory",
+    "MemorySettings",
+    "MissingAsset",
+    "Models",
+    "NewCanvas",
+    "NotReady",
+    "Plugin",
+    "ProjectInfo",
+    "Rule",
+    "ScanResult",
+    "SearchResult",
+    "Session",
+    "Skill",
+    "SpawnRequest",
+    "Status",
+    "TerminalSnapshot",
+    "TrustInfo",
+    "TurnAccepted",
+    "TurnInput",
+    "UploadForm",
+    "UsageReport",
+    "WebSearchSettings",
+    "Workflow",
+    "WorkflowApproval",
+    "context_events",
+    "mcp_config_wire",
+    "servable",
+]
