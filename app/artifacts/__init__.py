@@ -6,13 +6,10 @@ Uploads are identified by content, never by name or client media type, bounded f
 before any pixel is decoded, then re-encoded in the same format so the stored file carries no EXIF,
 XMP, comments or text chunks. Synchronous and CPU bound: the kernel calls it via asyncio.to_thread.
 
-The one bound on decoding (`_check_header`, for session artifacts, canvas assets and imported
-images alike, since all of them are stored through `Artifacts.add`): at most `MAX_PIXELS`
-decoded pixels per upload, width x height x frames, read from the header (the frame count
-WebP and APNG declare) before a pixel is decoded, and counted again frame by frame (a GIF's
-frames can only be counted by decoding them). A 186-byte animated WebP of three 5700² frames
-is refused with the header read, never decoded. Pillow's own bomb guard
-(`Image.MAX_IMAGE_PIXELS`) is set to the same limit, and its warning is a refusal too.
+Decoding is `app.artifacts.images`'s alone, for session artifacts, canvas assets and imported
+images alike, since all of them are stored through `Artifacts.add`: at most `MAX_PIXELS`
+decoded pixels per upload, bounded from the header before a pixel is decoded (a 186-byte
+animated WebP of three 5700² frames is refused with the header read, never decoded).
 
 Pillow is imported by the functions that decode, on the first upload: mapping its native
 libraries at start cost every `foya serve` resident memory and start-up time (bench/http.py).
@@ -21,65 +18,84 @@ libraries at start cost every `foya serve` resident memory and start-up time (be
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import re
 import secrets
 import shutil
 import threading
 import unicodedata
-import warnings
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
-from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from app.artifacts.images import (
+    MAX_ANIMATION_PIXELS,
+    MAX_BYTES,
+    MAX_FRAMES,
+    MAX_PIXELS,
+    MAX_SIDE,
+    MEDIA_TYPES,
+    ImageTooLarge,
+    UnsupportedImage,
+    _normalize,
+)
 from app.errors import BadRequest, Conflict, FoyaError, NotFound
 from app.files import fsync_dir, write_bytes_atomic, write_json_atomic
 
-if TYPE_CHECKING:
-    from PIL.Image import Image as PILImage
+__all__ = [
+    "MAX_ANIMATION_PIXELS",
+    "MAX_BYTES",
+    "MAX_FRAMES",
+    "MAX_PIXELS",
+    "MAX_SIDE",
+    "MEDIA_TYPES",
+    "ArtifactCommitted",
+    "ArtifactCorrupt",
+    "ArtifactNotFound",
+    "Artifacts",
+    "ImageTooLarge",
+    "InvalidArtifactId",
+    "InvalidSessionId",
+    "UnsupportedImage",
+    "_normalize",
+    "display_name",
+    "forked_id",
+]
 
-MAX_BYTES = 20 * 1024 * 1024
-MAX_SIDE = 8192
-MAX_PIXELS = 40_000_000
-MAX_FRAMES = 300
-# Summed over frames: every frame is held decoded while saving, so an animation may decode no
-# more than the largest still image.
-MAX_ANIMATION_PIXELS = MAX_PIXELS
-MEDIA_TYPES = {"PNG": "image/png", "JPEG": "image/jpeg", "WEBP": "image/webp", "GIF": "image/gif"}
 _EXTENSIONS = {"image/png": "png", "image/jpeg": "jpg", "image/webp": "webp", "image/gif": "gif"}
 _REF_FIELDS = ("id", "name", "kind", "media_type", "bytes", "width", "height", "sha256")
-# Frame info worth keeping: colour and timing. The rest (exif, xmp, comment, text) is dropped.
-_KEEP_INFO = ("icc_profile", "transparency", "background", "duration", "loop")
 _ID = re.compile(r"[0-9a-f]{32}")
 _SESSION = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
 class InvalidArtifactId(BadRequest):
+    """An artifact id that is not 32 lowercase hex digits."""
+
     code = "invalid_artifact_id"
 
 
+class InvalidSessionId(BadRequest):
+    """A session id an artifact path cannot be made of (1-64 of A-Z, a-z, 0-9, `_`, `-`)."""
+
+    code = "invalid_session_id"
+
+
 class ArtifactNotFound(NotFound):
+    """No artifact of that id in the session."""
+
     code = "artifact_not_found"
 
 
 class ArtifactCommitted(Conflict):
+    """Deleting an artifact a stored message uses (it is part of the conversation)."""
+
     code = "artifact_committed"
 
 
-class UnsupportedImage(FoyaError):
-    status = 415
-    code = "unsupported_image"
-
-
-class ImageTooLarge(FoyaError):
-    status = 413
-    code = "image_too_large"
-
-
 class ArtifactCorrupt(FoyaError):  # stored bytes or metadata damaged or tampered with
+    """An artifact whose stored bytes or metadata are missing, damaged or tampered with."""
+
     code = "artifact_corrupt"
 
 
@@ -187,7 +203,7 @@ class Artifacts:
 
     def _dir(self, session: str) -> Path:
         if not _SESSION.fullmatch(session):
-            raise BadRequest("invalid session id", code="invalid_session_id")
+            raise InvalidSessionId("invalid session id")
         return self._root / session
 
     def _meta(self, session: str, artifact_id: str) -> dict[str, Any]:
@@ -236,124 +252,3 @@ def display_name(name: str) -> str:
     # Drop controls, format characters (bidi overrides can fake an extension) and lone surrogates.
     clean = "".join(c for c in base if unicodedata.category(c) not in ("Cc", "Cf", "Cs")).strip()
     return clean[:255] if clean not in ("", ".", "..") else "image"
-
-
-def _normalize(data: bytes) -> tuple[str, bytes, int, int]:
-    """Decode an upload within the limits and re-encode it: (format, bytes, width, height)."""
-    if len(data) > MAX_BYTES:
-        raise ImageTooLarge(f"image is larger than {MAX_BYTES // (1024 * 1024)} MiB")
-    Image = _pillow()
-
-    try:
-        # Only these four decoders may run: a refused format (TIFF, BMP, PSD, ...) is never
-        # parsed at all, which is both less attack surface and less wasted work.
-        with Image.open(io.BytesIO(data), formats=list(MEDIA_TYPES)) as im:
-            fmt = "JPEG" if im.format == "MPO" else str(im.format)
-            _check_header(im, fmt)
-            frames = _frames(im, single=fmt == "JPEG")
-            out = _encode(frames, fmt, im, data)
-    except (Image.DecompressionBombError, Image.DecompressionBombWarning):
-        # Pillow's own guard, at the same limit as ours (`_pillow`): a refusal either way.
-        raise ImageTooLarge("image dimensions are too large") from None
-    except (FoyaError, MemoryError):
-        raise
-    except Exception as e:  # Pillow reports corrupt data as OSError, SyntaxError, ValueError...
-        raise UnsupportedImage("not a readable PNG, JPEG, WebP or GIF image") from e
-    return fmt, out, frames[0].width, frames[0].height
-
-
-def _pillow() -> ModuleType:
-    """Pillow's Image module, its bomb guard set to our limit: above `MAX_PIXELS` it warns
-    (made an error here: a warning would let the image be decoded) and above twice that it
-    refuses. Set on every call, since test runners and other code may reset warning filters;
-    `filterwarnings` replaces an identical filter rather than adding one."""
-    from PIL import Image
-
-    Image.MAX_IMAGE_PIXELS = MAX_PIXELS
-    warnings.filterwarnings("error", category=Image.DecompressionBombWarning)
-    return Image
-
-
-def _check_header(im: PILImage, fmt: str) -> None:
-    """Refuse, from the header alone, an image whose frames would decode to more than
-    `MAX_PIXELS` pixels. WebP and APNG declare their frame count; a GIF's is only known by
-    decoding its frames, so `_frames` counts it as it goes; a JPEG (MPO) keeps one picture."""
-    width, height = im.size
-    declared = 1 if fmt in ("JPEG", "GIF") else int(getattr(im, "n_frames", 1))
-    if declared > MAX_FRAMES:
-        raise ImageTooLarge(f"animation has {declared} frames (at most {MAX_FRAMES})")
-    if width * height * declared > MAX_ANIMATION_PIXELS:
-        raise ImageTooLarge(
-            f"image is {declared} frame(s) of {width}x{height}: more than {MAX_PIXELS} "
-            "pixels to decode"
-        )
-
-
-def _frames(im: PILImage, *, single: bool) -> list[PILImage]:
-    """Every frame, upright and without metadata; sizes are checked before a frame is decoded."""
-    from PIL import ImageOps
-
-    frames: list[PILImage] = []
-    total = 0
-    while True:
-        width, height = im.size  # from the header: Image.open and seek do not decode pixels
-        total += width * height
-        if width > MAX_SIDE or height > MAX_SIDE or width * height > MAX_PIXELS:
-            raise ImageTooLarge(f"image is {width}x{height}; the limit is {MAX_SIDE} per side")
-        if len(frames) >= MAX_FRAMES or total > MAX_ANIMATION_PIXELS:
-            raise ImageTooLarge("animation has too many frames")
-        im.load()
-        frame = ImageOps.exif_transpose(im) or im.copy()  # turned the way EXIF says it displays
-        frame.info = {key: frame.info[key] for key in _KEEP_INFO if key in frame.info}
-        if frame.mode in ("RGBA", "LA", "PA"):
-            frame.info.pop("transparency", None)
-        frames.append(frame)
-        if single:  # an MPO's extra pictures are stereo/preview views, not animation frames
-            return frames
-        try:
-            im.seek(len(frames))
-        except EOFError:
-            return frames
-
-
-def _encode(frames: list[PILImage], fmt: str, source: PILImage, data: bytes) -> bytes:
-    from PIL import JpegImagePlugin
-
-    first = frames[0]
-    params: dict[str, Any] = {}
-    # The ICC profile is colour data, not personal metadata: dropping it would shift colours.
-    if icc := first.info.get("icc_profile"):
-        params["icc_profile"] = icc
-    if fmt == "JPEG":
-        if first.mode not in ("L", "RGB", "CMYK"):
-            frames = [first.convert("RGB")]
-        params["quality"] = 90
-        if (sampling := JpegImagePlugin.get_sampling(source)) >= 0:
-            params["subsampling"] = sampling
-    elif fmt == "PNG":
-        params["optimize"] = False
-    elif fmt == "WEBP":
-        params.update({"lossless": True} if _webp_lossless(data) else {"quality": 90})
-    if len(frames) > 1:
-        params.update(save_all=True, append_images=frames[1:])
-        params["duration"] = [frame.info.get("duration", 0) for frame in frames]
-        if "loop" in first.info:
-            params["loop"] = first.info["loop"]
-        if fmt == "GIF" and any("A" in f.mode or "transparency" in f.info for f in frames):
-            # Frames are saved whole; disposing to background lets pixels turn transparent again.
-            params["disposal"] = 2
-    out = io.BytesIO()
-    frames[0].save(out, fmt, **params)
-    return out.getvalue()
-
-
-def _webp_lossless(data: bytes) -> bool:
-    """Whether the first image chunk of a WebP file is VP8L (lossless) rather than VP8 (lossy)."""
-    pos = 12
-    while pos + 8 <= len(data):
-        fourcc, size = data[pos : pos + 4], int.from_bytes(data[pos + 4 : pos + 8], "little")
-        if fourcc in (b"VP8 ", b"VP8L"):
-            return fourcc == b"VP8L"
-        # An animation frame nests its image chunks after its 16-byte frame header.
-        pos += 24 if fourcc == b"ANMF" else 8 + size + (size & 1)
-    return False

@@ -24,14 +24,24 @@ missing, or one whose SHA-256 differs is tampering: the whole archive is refused
 
 from __future__ import annotations
 
-import hashlib
-import json
-import zipfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
-from app.imports import safejson, transcript
+from app.imports import safejson
+from app.imports.archive_write import (
+    FORMAT,
+    MANIFEST,
+    VERSION,
+    ArchiveWriter,
+    FileChangeRef,
+    LineMember,
+    ManifestSession,
+    MemberDigest,
+    SessionMeta,
+    dumps,
+    write_bundle,
+)
 from app.imports.model import (
     ImportBundle,
     ImportedConnection,
@@ -45,151 +55,22 @@ from app.imports.model import (
     UnsupportedImportVersion,
 )
 from app.imports.zipsafe import ZipMembers, read_zip
+from app.jsontypes import JSONObject
 
-FORMAT = "foya-export"
-VERSION = 1
-MANIFEST = "manifest.json"
-
-
-def dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
-class LineMember:
-    """A JSON-lines member being written; rows may come in several `write` calls."""
-
-    def __init__(self, owner: ArchiveWriter, name: str) -> None:
-        self._owner, self._name = owner, name
-        self._file = owner.zip.open(name, "w", force_zip64=True)
-        self._digest, self._size, self.count = hashlib.sha256(), 0, 0
-
-    def write(self, rows: Iterable[Any]) -> None:
-        """Add `rows`, each as one line of JSON."""
-        lines = [dumps(row) for row in rows]
-        self.write_lines(lines)
-
-    def write_lines(self, lines: list[str]) -> None:
-        """Add lines that are already JSON (without their line ends), in one write."""
-        if not lines:
-            return
-        data = ("\n".join(lines) + "\n").encode()
-        self._file.write(data)
-        self._digest.update(data)
-        self._size += len(data)
-        self.count += len(lines)
-
-    def close(self) -> None:
-        self._file.close()
-        self._owner.members[self._name] = {"sha256": self._digest.hexdigest(), "size": self._size}
-
-
-class ArchiveWriter:
-    """Writes an archive member by member, hashing as it goes; `close` adds the manifest."""
-
-    def __init__(self, out: IO[bytes], *, exported_at: str, foya_version: str) -> None:
-        self.zip = zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED, compresslevel=1)
-        self.members: dict[str, dict[str, Any]] = {}
-        self._sessions: list[dict[str, Any]] = []
-        self._head = {"format": FORMAT, "version": VERSION, "exported_at": exported_at}
-        self._head["foya_version"] = foya_version
-
-    def add(self, name: str, data: bytes) -> None:
-        self.zip.writestr(name, data)
-        self.members[name] = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
-
-    def add_json(self, name: str, value: Any) -> None:
-        self.add(name, (dumps(value) + "\n").encode())
-
-    def lines(self, name: str) -> LineMember:
-        """Open JSON-lines member `name` (close it before adding another member)."""
-        return LineMember(self, name)
-
-    def session(
-        self,
-        meta: dict[str, Any],
-        history: list[dict[str, Any]],
-        attachments: dict[str, bytes],
-        blobs: dict[str, bytes],
-        events: int,
-    ) -> None:
-        """Add a session's files; its `events.jsonl` (`events` facts) is already written."""
-        sid = str(meta["id"])
-        base = f"sessions/{sid}/"
-        self.add_json(base + "session.json", meta)
-        member = self.lines(base + "history.jsonl")
-        member.write(history)
-        member.close()
-        self.add(base + "transcript.md", transcript.render(meta, history).encode())
-        for artifact, data in attachments.items():
-            self.add(f"{base}attachments/{artifact}", data)
-        for key, data in blobs.items():
-            if f"blobs/{key}" not in self.members:
-                self.add(f"blobs/{key}", data)
-        entry = {"id": sid, "title": meta.get("title"), "messages": len(history)}
-        self._sessions.append({**entry, "events": events})
-
-    def close(self) -> None:
-        manifest = {**self._head, "sessions": self._sessions, "members": self.members}
-        self.zip.writestr(MANIFEST, json.dumps(manifest, ensure_ascii=False, indent=2) + "\n")
-        self.zip.close()
-
-
-def write_bundle(bundle: ImportBundle, out: IO[bytes], *, exported_at: str, version: str) -> None:
-    """Write another tool's parsed history as an archive (how the CLI uploads what it read)."""
-    writer = ArchiveWriter(out, exported_at=exported_at, foya_version=version)
-    for number, session in enumerate(bundle.sessions):
-        history: list[dict[str, Any]] = []
-        attachments: dict[str, bytes] = {}
-        blobs: dict[str, bytes] = {}
-        for m_index, imported in enumerate(session.messages):
-            message = {**imported.message, "source_id": imported.source_id}
-            refs = []
-            for i_index, image in enumerate(imported.images):
-                artifact = f"{m_index}-{i_index}"
-                attachments[artifact] = image.data
-                refs.append({"id": artifact, "name": image.name})
-            if refs:
-                message["attachments"] = refs
-            if imported.file_change is not None:
-                message["file_change"] = _change_ref(imported.file_change, blobs)
-            history.append(message)
-        meta = {
-            "id": f"import-{number}",
-            "title": session.title,
-            "title_is_manual": session.title is not None,
-            "model": session.model,
-            "created_at_ns": session.created_at_ns,
-            "updated_at_ns": session.updated_at_ns,
-            "import_source": session.source,
-            "cwd": session.cwd,
-            "rule": session.rule,
-        }
-        events = writer.lines(f"sessions/{meta['id']}/events.jsonl")
-        events.close()
-        writer.session(meta, history, attachments, blobs, 0)
-    if bundle.rules:
-        writer.add_json("rules.json", [vars(r) for r in bundle.rules])
-    if bundle.connections:
-        writer.add_json("connections.json", [vars(c) for c in bundle.connections])
-    writer.close()
-
-
-def _change_ref(change: ImportedFileChange, blobs: dict[str, bytes]) -> dict[str, Any]:
-    def key(data: bytes | None) -> str | None:
-        if data is None:
-            return None
-        digest = hashlib.sha256(data).hexdigest()
-        blobs[digest] = data
-        return digest
-
-    return {
-        "path": change.path,
-        "before_exists": change.before is not None,
-        "before_mode": change.before_mode,
-        "after_mode": change.after_mode,
-        "before_blob": key(change.before),
-        "after_blob": key(change.after),
-    }
+__all__ = [
+    "FORMAT",
+    "MANIFEST",
+    "VERSION",
+    "ArchiveWriter",
+    "FileChangeRef",
+    "LineMember",
+    "ManifestSession",
+    "MemberDigest",
+    "SessionMeta",
+    "dumps",
+    "read",
+    "write_bundle",
+]
 
 
 def read(
@@ -217,7 +98,7 @@ def _read(members: ZipMembers, progress: Progress | None) -> ImportBundle:
     return bundle
 
 
-def _manifest(members: ZipMembers) -> dict[str, Any]:
+def _manifest(members: ZipMembers) -> JSONObject:
     if MANIFEST not in members:
         raise InvalidImport("not a Foya export: manifest.json is missing")
     manifest = _loads(members[MANIFEST], MANIFEST)
@@ -344,14 +225,14 @@ def _text(value: Any, key: str, where: str) -> str:
     return got
 
 
-def _int(value: dict[str, Any], key: str, where: str) -> int:
+def _int(value: JSONObject, key: str, where: str) -> int:
     got = value.get(key)
     if not isinstance(got, int) or isinstance(got, bool):
         raise InvalidImport(f"{where}session.json: {key} must be an integer")
     return got
 
 
-def _fields(value: Any, names: tuple[str, ...], what: str) -> dict[str, Any]:
+def _fields(value: Any, names: tuple[str, ...], what: str) -> JSONObject:
     if not isinstance(value, dict) or any(n not in value for n in names):
         raise InvalidImport(f"a {what} needs {', '.join(names)}")
     return {n: value[n] for n in names}

@@ -35,6 +35,7 @@ from app.imports.model import (
     ImportReport,
     Progress,
 )
+from app.jsontypes import JSONObject
 
 OPENAI_COMPATIBLE = frozenset({"openai", "openrouter", "ollama", "custom"})
 
@@ -98,7 +99,7 @@ def _assistants(items: list[Any], rules: list[ImportedRule]) -> dict[str, tuple[
     return out
 
 
-def _model_ref(assistant: dict[str, Any]) -> str:
+def _model_ref(assistant: JSONObject) -> str:
     ref = assistant.get("modelRef")
     if isinstance(ref, str) and ref:
         return ref

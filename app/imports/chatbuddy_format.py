@@ -23,6 +23,7 @@ from typing import Any
 from app.imports import chatbuddy_crypto, safejson
 from app.imports.model import InvalidImport, UnsupportedImportVersion
 from app.imports.zipsafe import read_zip
+from app.jsontypes import JSONObject
 
 SCHEMA_V1 = "chatbuddy.backup"
 SCHEMA = "chatbuddy.backup.compass"
@@ -168,7 +169,7 @@ def _from_json(document: Any) -> Backup:
 
 
 def _from_structured(
-    state: dict[str, Any], keys: dict[str, Any], sessions: list[Any], kv: dict[str, Any]
+    state: JSONObject, keys: JSONObject, sessions: list[Any], kv: JSONObject
 ) -> Backup:
     core, config, mcp = state["core"], state["settingsModelConfig"], state["settingsMcp"]
     return Backup(
@@ -184,7 +185,7 @@ def _from_structured(
     )
 
 
-def _from_state(state: dict[str, Any]) -> Backup:
+def _from_state(state: JSONObject) -> Backup:
     """The v1 state: settings (providers with their keys, MCP, sampling) inline."""
     settings = as_object(state.get("settings", {}), "state settings")
     providers = as_array(settings.get("providers", []), "settings providers")
@@ -207,7 +208,7 @@ def _from_state(state: dict[str, Any]) -> Backup:
     )
 
 
-def _check_version(root: dict[str, Any], schema: str, supported: int, where: str) -> None:
+def _check_version(root: JSONObject, schema: str, supported: int, where: str) -> None:
     if root.get("schema") != schema:
         raise InvalidImport(f"{where}: schema {root.get('schema')!r} is not {schema!r}")
     version = _number(root.get("version"), f"{where}: version")
@@ -220,7 +221,7 @@ def _check_version(root: dict[str, Any], schema: str, supported: int, where: str
         raise InvalidImport(f"{where}: ChatBuddy backup version {version} is not {supported}")
 
 
-def _check_storage(storage: dict[str, Any], where: str) -> None:
+def _check_storage(storage: JSONObject, where: str) -> None:
     if storage.get("layout") != "compass":
         raise InvalidImport(f"{where}: storage layout {storage.get('layout')!r} is not 'compass'")
     layout = _number(storage.get("layoutVersion"), f"{where}: storage layoutVersion")
@@ -269,7 +270,7 @@ def _jsonl(raw: bytes, where: str) -> list[Any]:
     return messages
 
 
-def as_object(value: Any, where: str) -> dict[str, Any]:
+def as_object(value: Any, where: str) -> JSONObject:
     """`value` if it is a JSON object, else `InvalidImport` naming `where`."""
     if not isinstance(value, dict):
         raise InvalidImport(f"{where} is not a JSON object")

@@ -36,6 +36,7 @@ from app.imports.model import (
     ImportReport,
     InvalidImport,
 )
+from app.jsontypes import JSONObject
 
 DEFAULT_TITLES = frozenset({"New Session", "新会话"})
 KEPT_TITLE_SOURCES = frozenset({"custom", "generated"})
@@ -50,9 +51,7 @@ class SessionMapper:
         self.report = report
         self.images_dir = images_dir
 
-    def session(
-        self, raw: dict[str, Any], assistant: tuple[str, str | None] | None
-    ) -> ImportedSession:
+    def session(self, raw: JSONObject, assistant: tuple[str, str | None] | None) -> ImportedSession:
         """One session; `assistant` is its assistant's (model ref, rule key) if known."""
         sid = as_text(raw.get("id"), "a session's id")
         where = f"session {sid}"
@@ -76,7 +75,7 @@ class SessionMapper:
             rule=rule,
         )
 
-    def message(self, raw: dict[str, Any], sid: str, where: str) -> list[ImportedMessage]:
+    def message(self, raw: JSONObject, sid: str, where: str) -> list[ImportedMessage]:
         """The messages one ChatBuddy message becomes: none, one, or a tool-round expansion."""
         mid = as_text(raw.get("id"), f"{where}: a message's id")
         where = f"{where} message {mid}"
@@ -89,7 +88,7 @@ class SessionMapper:
         if role not in ("user", "assistant"):
             self.report.skip("message with an unknown role")
             return []
-        message: dict[str, Any] = {"role": role, "content": content, "created_at": created}
+        message: JSONObject = {"role": role, "content": content, "created_at": created}
         images = self.images(raw.get("images"), f"{sid}_{mid}", where)
         if role == "user":
             files = [
@@ -154,7 +153,7 @@ class SessionMapper:
         return None
 
 
-def _rounds(value: Any, answer: dict[str, Any], mid: str, where: str) -> list[ImportedMessage]:
+def _rounds(value: Any, answer: JSONObject, mid: str, where: str) -> list[ImportedMessage]:
     """The messages one answer's tool rounds expand to (model and time as the answer's)."""
     if isinstance(value, str):  # older builds stored the rounds as a JSON string
         try:
@@ -162,11 +161,11 @@ def _rounds(value: Any, answer: dict[str, Any], mid: str, where: str) -> list[Im
         except (ValueError, RecursionError):
             raise InvalidImport(f"{where} toolRounds is not valid JSON") from None
     out: list[ImportedMessage] = []
-    created: dict[str, Any] = {"created_at": answer["created_at"]}
-    by: dict[str, Any] = {k: answer[k] for k in ("model", "model_label") if k in answer}
+    created: JSONObject = {"created_at": answer["created_at"]}
+    by: JSONObject = {k: answer[k] for k in ("model", "model_label") if k in answer}
     for index, item in enumerate(as_array(value or [], f"{where} toolRounds")):
         round_ = as_object(item, f"{where} tool round {index + 1}")
-        calls: list[dict[str, Any]] = []
+        calls: list[JSONObject] = []
         results: list[ImportedMessage] = []
         for number, entry in enumerate(as_array(round_.get("calls") or [], f"{where} calls")):
             call = as_object(entry, f"{where} tool round {index + 1} call {number + 1}")
@@ -186,7 +185,7 @@ def _rounds(value: Any, answer: dict[str, Any], mid: str, where: str) -> list[Im
         reasoning = as_optional_text(round_.get("reasoning"), f"{where} round reasoning")
         if not calls and not reasoning:
             continue
-        head: dict[str, Any] = {"role": "assistant", "content": "", **created, **by}
+        head: JSONObject = {"role": "assistant", "content": "", **created, **by}
         if calls:
             head["tool_calls"] = calls
         if reasoning:
@@ -196,7 +195,7 @@ def _rounds(value: Any, answer: dict[str, Any], mid: str, where: str) -> list[Im
     return out
 
 
-def _title(session: dict[str, Any]) -> str | None:
+def _title(session: JSONObject) -> str | None:
     title, source = session.get("title"), session.get("titleSource")
     if not isinstance(title, str) or not title.strip():
         return None

@@ -45,6 +45,7 @@ from app.imports.model import (
     ImportReport,
     Progress,
 )
+from app.jsontypes import JSONObject
 
 _IGNORED = {"file-history-snapshot", "queue-operation", "progress", "attachment"}
 _TITLES = {"summary", "ai-title", "custom-title"}
@@ -67,7 +68,7 @@ def _session(file: Path, data: bytes, report: ImportReport) -> ImportedSession |
     lines = list(t.json_lines(data, report))
     records = [record for _n, record in lines]
     line_of = {id(record): number for number, record in lines}
-    main: list[dict[str, Any]] = []
+    main: list[JSONObject] = []
     for record in records:
         kind = t.text(record, "type")
         if kind in ("user", "assistant") and record.get("isSidechain") is True:
@@ -111,7 +112,7 @@ def _session(file: Path, data: bytes, report: ImportReport) -> ImportedSession |
     return finish(source, title or t.title_from(first_text), conversation, times, cwd, report)
 
 
-def _chain(records: list[dict[str, Any]], main: list[dict[str, Any]]) -> set[int]:
+def _chain(records: list[JSONObject], main: list[JSONObject]) -> set[int]:
     """The records (by `id()`) of the branch written last. A rewind or an edited prompt leaves
     the old branch in the file and appends the new one, so the last user/assistant record is
     the tip of the branch the user kept; its `parentUuid` links (or `logicalParentUuid` across a
@@ -129,7 +130,7 @@ def _chain(records: list[dict[str, Any]], main: list[dict[str, Any]]) -> set[int
     return chain
 
 
-def _title(records: list[dict[str, Any]], chain_uuids: set[str]) -> str | None:
+def _title(records: list[JSONObject], chain_uuids: set[str]) -> str | None:
     """A title the user set, else the summary of this conversation, else Claude's own title."""
     found: dict[str, str] = {}
     for record in records:
@@ -147,7 +148,7 @@ def _title(records: list[dict[str, Any]], chain_uuids: set[str]) -> str | None:
 
 
 def _user(
-    record: dict[str, Any],
+    record: JSONObject,
     source_id: str,
     created_at: str,
     conversation: Conversation,
@@ -186,7 +187,7 @@ def _user(
 
 
 def _result(
-    block: dict[str, Any],
+    block: JSONObject,
     created_at: str,
     extra: Any,
     conversation: Conversation,
@@ -220,7 +221,7 @@ def _result(
 
 
 def _file_change(
-    name: str, tool_input: Any, result: dict[str, Any], cwd: str, report: ImportReport
+    name: str, tool_input: Any, result: JSONObject, cwd: str, report: ImportReport
 ) -> ImportedFileChange | None:
     if name not in ("Write", "Edit", "MultiEdit"):
         return None
@@ -269,7 +270,7 @@ def _replay(original: str, edits: list[Any]) -> str | None:
 
 
 def _assistant(
-    record: dict[str, Any],
+    record: JSONObject,
     source_id: str,
     created_at: str,
     conversation: Conversation,

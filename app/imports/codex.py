@@ -44,6 +44,7 @@ from app.imports.model import (
     ImportReport,
     Progress,
 )
+from app.jsontypes import JSONObject
 
 _ENVELOPE = {"session_meta", "response_item", "event_msg", "turn_context", "compacted"}
 _ITEMS = {
@@ -115,7 +116,7 @@ class _Rollout:
             f"codex:{self.session_id}", title, self.conversation, self.times, self.cwd, self.report
         )
 
-    def _line(self, number: int, record: dict[str, Any]) -> None:
+    def _line(self, number: int, record: JSONObject) -> None:
         kind = t.text(record, "type")
         payload = record.get("payload")
         ns = t.time_ns(record.get("timestamp"))
@@ -142,7 +143,7 @@ class _Rollout:
         else:
             t.skip_unknown(self.report, "record type", record.get("type"))
 
-    def _meta(self, meta: dict[str, Any]) -> None:
+    def _meta(self, meta: JSONObject) -> None:
         if not self.session_id:  # a forked rollout repeats its parent's meta after its own
             self.session_id = t.text(meta, "id")
             self.cwd = self.cwd or t.text(meta, "cwd")
@@ -183,7 +184,7 @@ class _Rollout:
             source_id, created_at, key=self.step, calls=[call], model=self.model
         )
 
-    def _message(self, item: dict[str, Any], source_id: str, created_at: str) -> None:
+    def _message(self, item: JSONObject, source_id: str, created_at: str) -> None:
         role = t.text(item, "role")
         texts: list[str] = []
         images: list[ImportedImage] = []
@@ -211,7 +212,7 @@ class _Rollout:
             self.conversation.user(source_id, created_at, text, images)
             self.first_text = self.first_text or text
 
-    def _output(self, item: dict[str, Any], created_at: str) -> None:
+    def _output(self, item: JSONObject, created_at: str) -> None:
         self.step += 1
         output = item.get("output")
         is_error = False
@@ -238,7 +239,7 @@ class _Rollout:
             images=images,
         )
 
-    def _event(self, event: dict[str, Any]) -> None:
+    def _event(self, event: JSONObject) -> None:
         if t.text(event, "type") != "patch_apply_end" or event.get("success") is not True:
             return
         call_id = t.text(event, "call_id")

@@ -19,6 +19,7 @@ from app.imports.model import (
     ImportedSession,
     ImportReport,
 )
+from app.jsontypes import JSONObject
 
 
 def finish(
@@ -178,7 +179,7 @@ class Conversation:
         return sum(not call.answered for call in self._calls.values())
 
 
-def _join(message: dict[str, Any], key: str, value: str) -> None:
+def _join(message: JSONObject, key: str, value: str) -> None:
     if not value:
         return
     previous = message.get(key) or ""

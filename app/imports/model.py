@@ -7,17 +7,17 @@ Exception map (all `FoyaError`s, rendered as `{"code","message"}`):
 - `WrongPassphrase` 400 `wrong_passphrase`: an encrypted backup the passphrase does not open
   (or no passphrase given for one).
 - `ImportTooLarge` 413 `import_too_large`: over the size limits (a ZIP bomb is this).
+- `InvalidImportSource` 400 `invalid_import_source`: an upload's `source` no importer reads.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from app.errors import FoyaError
+from app.jsontypes import JSONObject
 
-SOURCES = ("chatbuddy", "claude-code", "codex", "opencode", "foya")
 # What a parser reports as it goes: (done, total); the CLI draws a bar with it.
 Progress = Callable[[int, int], None]
 
@@ -36,6 +36,12 @@ class WrongPassphrase(FoyaError):
 
 class ImportTooLarge(FoyaError):
     status, code = 413, "import_too_large"
+
+
+class InvalidImportSource(FoyaError):
+    """An upload's `source` that names no importer of uploads."""
+
+    status, code = 400, "invalid_import_source"
 
 
 @dataclass
@@ -67,7 +73,7 @@ class ImportedMessage:
     under the same session source and id is skipped. `images` become the message's
     attachments; `file_change` becomes a reviewable file change (tool messages only)."""
 
-    message: dict[str, Any]
+    message: JSONObject
     source_id: str
     images: list[ImportedImage] = field(default_factory=list)
     file_change: ImportedFileChange | None = None
@@ -123,7 +129,7 @@ class ImportReport:
 class ImportBundle:
     """Everything one source (archive, transcript directory) holds, ready to store."""
 
-    source: str  # one of SOURCES
+    source: str  # one of `app.imports.sources.SOURCES`
     sessions: list[ImportedSession] = field(default_factory=list)
     rules: list[ImportedRule] = field(default_factory=list)
     connections: list[ImportedConnection] = field(default_factory=list)

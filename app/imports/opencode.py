@@ -42,6 +42,7 @@ from app.imports.model import (
     InvalidImport,
     Progress,
 )
+from app.jsontypes import JSONObject
 
 _BOOKKEEPING = {"step-finish", "snapshot", "patch", "retry"}
 _COUNTED = {"agent", "subtask", "compaction"}
@@ -109,7 +110,7 @@ class _Session:
         self.times: list[int] = []
         self.cwd = ""
 
-    def _json(self, file: Path) -> dict[str, Any] | None:
+    def _json(self, file: Path) -> JSONObject | None:
         data = t.read_file(file, self.report)
         value = None if data is None else t.load_json(data)
         if data is not None and not isinstance(value, dict):
@@ -156,7 +157,7 @@ class _Session:
             f"opencode:{session_id}", title, self.conversation, self.times, self.cwd, self.report
         )
 
-    def _user(self, message_id: str, created_at: str, parts: list[dict[str, Any]]) -> None:
+    def _user(self, message_id: str, created_at: str, parts: list[JSONObject]) -> None:
         texts: list[str] = []
         images: list[ImportedImage] = []
         for part in parts:
@@ -172,7 +173,7 @@ class _Session:
         self.conversation.user(message_id, created_at, "\n\n".join(x for x in texts if x), images)
 
     def _assistant(
-        self, message_id: str, message: dict[str, Any], created_at: str, parts: list[dict[str, Any]]
+        self, message_id: str, message: JSONObject, created_at: str, parts: list[JSONObject]
     ) -> None:
         model = t.text(message, "modelID")
         provider = t.text(message, "providerID")
@@ -189,7 +190,7 @@ class _Session:
                 continue
             first_step = step if first_step is None else first_step
             source_id = message_id if step == first_step else f"{message_id}#step-{step}"
-            fields: dict[str, Any] = {"model": model, "model_label": label}
+            fields: JSONObject = {"model": model, "model_label": label}
             if kind == "text" and part.get("ignored") is not True:
                 fields["content"] = t.text(part, "text")
             elif kind == "reasoning":
@@ -202,7 +203,7 @@ class _Session:
             if kind == "tool":
                 self._result(part, created_at)
 
-    def _result(self, part: dict[str, Any], created_at: str) -> None:
+    def _result(self, part: JSONObject, created_at: str) -> None:
         state = t.obj(part, "state")
         status = t.text(state, "status")
         if status not in ("completed", "error"):
@@ -224,7 +225,7 @@ class _Session:
             if change is not None:
                 self.conversation.attach_change(call_id, change)
 
-    def _file_change(self, tool: str, state: dict[str, Any]) -> ImportedFileChange | None:
+    def _file_change(self, tool: str, state: JSONObject) -> ImportedFileChange | None:
         given = t.obj(state, "input")
         metadata = t.obj(state, "metadata")
         if tool == "edit":

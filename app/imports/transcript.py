@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
+
+from app.jsontypes import JSONObject
 
 _ROLES = {"user": "User", "assistant": "Assistant", "tool": "Tool", "system": "System"}
 _TICKS = re.compile(r"`{3,}")
 
 
-def render(meta: dict[str, Any], history: Iterable[dict[str, Any]]) -> str:
+def render(meta: Mapping[str, object], history: Iterable[JSONObject]) -> str:
     """The Markdown transcript of one session."""
     title = meta.get("title") or "Untitled session"
     out = [f"# {_line(str(title))}", "", f"Session `{meta.get('id')}`"]
@@ -28,7 +30,7 @@ def render(meta: dict[str, Any], history: Iterable[dict[str, Any]]) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
-def _message(message: dict[str, Any]) -> list[str]:
+def _message(message: JSONObject) -> list[str]:
     role = str(message.get("role", ""))
     head = f"## {_ROLES.get(role, role.title() or 'Message')}"
     if role == "tool" and message.get("name"):
@@ -59,7 +61,7 @@ def _message(message: dict[str, Any]) -> list[str]:
     return out
 
 
-def _dicts(value: Any) -> list[dict[str, Any]]:
+def _dicts(value: Any) -> list[JSONObject]:
     return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
 
 

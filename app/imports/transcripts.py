@@ -30,6 +30,7 @@ from app.imports.model import (
     InvalidImport,
     Progress,
 )
+from app.jsontypes import JSONObject
 
 # A stray multi-gigabyte file must not exhaust memory: larger files are skipped and reported.
 MAX_FILE_BYTES = 512 * 1024 * 1024
@@ -56,7 +57,7 @@ def text(value: Any, key: str) -> str:
     return found if isinstance(found, str) else ""
 
 
-def obj(value: Any, key: str) -> dict[str, Any]:
+def obj(value: Any, key: str) -> JSONObject:
     """`value[key]` when it is an object, else {}."""
     found = value.get(key) if isinstance(value, dict) else None
     return found if isinstance(found, dict) else {}
@@ -159,7 +160,7 @@ def load_json(data: bytes) -> Any:
         return None
 
 
-def json_lines(data: bytes, report: ImportReport) -> Iterator[tuple[int, dict[str, Any]]]:
+def json_lines(data: bytes, report: ImportReport) -> Iterator[tuple[int, JSONObject]]:
     """(line number, object) for each JSON-object line; other lines are counted and skipped."""
     for number, line in enumerate(data.split(b"\n"), start=1):
         if not line.strip():

@@ -11,7 +11,8 @@ published lossily with seq 0.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+import contextlib
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import Any
 
 from app.broker import Broker
@@ -70,6 +71,30 @@ class Facts:
                     await self.broker.deliver(topic(session), event)
                 else:
                     self.broker.publish(topic(session), event)
+        return events
+
+    async def commit_across(
+        self,
+        sessions: Collection[str],
+        write: Callable[[], Awaitable[list[Event]]],
+        *,
+        must: bool = True,
+    ) -> list[Event]:
+        """Run a store write that appends events of several sessions in one transaction (an
+        import), holding each of `sessions`' locks, then publish the events of `sessions` in
+        order. Events of other sessions (new ones, which nobody can be watching) are stored
+        only."""
+        async with contextlib.AsyncExitStack() as held:
+            for session in sorted(set(sessions)):  # one order: two such writes never deadlock
+                await held.enter_async_context(self.lock(session))
+            events = await write()
+            for event in events:
+                if event.session not in sessions:
+                    continue
+                if must:
+                    await self.broker.deliver(topic(event.session), event)
+                else:
+                    self.broker.publish(topic(event.session), event)
         return events
 
     def publish_delta(self, session: str, kind: str, payload: Any, run_id: str | None) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
 
@@ -16,7 +17,8 @@ from app import __version__
 from app.errors import FoyaError
 from app.events import iso_time
 from app.imports import transcript
-from app.imports.archive import ArchiveWriter
+from app.imports.archive import ArchiveWriter, SessionMeta
+from app.jsontypes import JSONObject
 from app.kernel.ids import now_ns
 from app.kernel.messageshape import servable
 from app.kernel.sessions import Sessions
@@ -25,8 +27,6 @@ from app.logs import get_logger
 
 PAGE = 5000
 log = get_logger("foya.exports")
-# The session row fields an archive keeps; the rest (phase, connection, workspace) is local.
-_META = ("id", "title", "title_is_manual", "model", "created_at_ns", "updated_at_ns")
 
 
 class Exports:
@@ -90,7 +90,7 @@ class Exports:
             after, page = await store.fact_lines(sid, after, PAGE)
         await asyncio.to_thread(events.close)
         # One bad stored record never breaks an export: what cannot be rendered is left out.
-        history: list[dict[str, Any]] = [
+        history: list[JSONObject] = [
             dict(servable(m, session=sid)) for m in await store.history(sid)
         ]
         cwd = self.sessions.workspace(row)
@@ -122,16 +122,23 @@ class Exports:
                 message["attachments"] = kept
         await asyncio.to_thread(writer.session, meta, history, attachments, blobs, events.count)
 
-    def _relative(self, sid: str, cwd: Path, change: dict[str, Any]) -> str:
+    def _relative(self, sid: str, cwd: Path, change: JSONObject) -> str:
         """A changed file's path relative to the session's directory, which is where an
         import puts it back; a path outside stays absolute (an import skips it)."""
         path = Path(self.sessions.local_path(sid, str(change.get("path", ""))))
         return str(path.relative_to(cwd)) if path.is_relative_to(cwd) else str(path)
 
 
-def _meta(row: dict[str, Any]) -> dict[str, Any]:
-    meta = {name: row.get(name) for name in _META}
-    meta["title_is_manual"] = bool(meta["title_is_manual"])
+def _meta(row: Mapping[str, Any]) -> SessionMeta:
+    # The row fields an archive keeps; the rest (phase, connection, workspace) is local.
+    meta: SessionMeta = {
+        "id": row["id"],
+        "title": row.get("title"),
+        "title_is_manual": bool(row.get("title_is_manual")),
+        "model": row["model"],
+        "created_at_ns": row["created_at_ns"],
+        "updated_at_ns": row["updated_at_ns"],
+    }
     if row.get("import_source"):
         meta["import_source"] = row["import_source"]
     return meta

@@ -2,6 +2,14 @@
 
 The file is rewritten atomically on every change (temp file, fsync, rename, fsync dir), under one
 lock so concurrent requests cannot lose each other's updates.
+
+Exception map (status, code — Foya's, which answers a missing project three ways):
+
+- `ProjectNotFound` 404 `not_found`: `/projects/{id}` names no project
+- `ParentProjectNotFound` 404 `project_not_found`: a route below a project
+  (`/projects/{id}/agents`, `/projects/{id}/skills`) names no project
+- `UnknownProject` 400 `project_not_found`: a request body's `project_id` names no project
+- `InvalidProjectPath` 400 `invalid_project_path`: a path that cannot be a project
 """
 
 from __future__ import annotations
@@ -30,10 +38,25 @@ SYSTEM_DIRS = ("/", "/etc", "/usr", "/bin", "/sbin", "/lib", "/lib64", "/boot", 
 
 
 class ProjectNotFound(NotFound):
-    """No such project."""
+    """The URL names no project."""
+
+
+class ParentProjectNotFound(ProjectNotFound):
+    """A route below a project (its agents, its skills) names no project."""
+
+    code = "project_not_found"
+
+
+class UnknownProject(BadRequest):
+    """A request body's `project_id` names no project."""
+
+    code = "project_not_found"
 
 
 class InvalidProjectPath(BadRequest):
+    """A path that cannot be a project: relative, missing, not a directory, or a system
+    directory."""
+
     code = "invalid_project_path"
 
 
@@ -56,7 +79,7 @@ def checked_path(path: str) -> Path:
 
 
 class Project(TypedDict):
-    """A project as stored and served (reference §1 "Projects")."""
+    """A project as stored and served."""
 
     id: str
     name: str

@@ -1,10 +1,13 @@
-"""File review (reference §1): the file changes nobody has looked at yet, kept or undone at once.
+"""File review: the file changes nobody has looked at yet, kept or undone at once.
 
 `GET` lists, per path, what the agent did since the last review (before → after), whether undoing
 it is `ready`, `mergeable` or blocked by a later edit (`modified`), the newest change's seq
 (`through_seq`) and a token of the files' current state. `POST` repeats both: `keep` records the
 changes as reviewed; `undo` puts the files back through the same durable journal as rewind.
 Either way `file_review_resolved` closes every change up to `through_seq`.
+
+Exception map (status, code): `InvalidReviewAction` 400 `invalid_action`; `NoPendingFileChanges`
+409 `no_pending_file_changes`; `FileReviewChanged` 409 `file_review_changed`.
 """
 
 from __future__ import annotations
@@ -23,11 +26,22 @@ from app.store import Store
 ACTIONS = ("keep", "undo")
 
 
+class InvalidReviewAction(BadRequest):
+    """A review `action` other than keep or undo."""
+
+    code = "invalid_action"
+
+
 class NoPendingFileChanges(Conflict):
+    """A review when no file change awaits one."""
+
     code = "no_pending_file_changes"
 
 
 class FileReviewChanged(Conflict):
+    """The changes or files moved on since the client's `GET` (its `through_seq` or file state
+    is stale)."""
+
     code = "file_review_changed"
 
 
@@ -59,7 +73,7 @@ class Reviews:
     ) -> dict[str, Any]:
         await self.sessions.row(session)
         if action not in ACTIONS:
-            raise BadRequest("action: must be keep or undo", code="invalid_action")
+            raise InvalidReviewAction("action: must be keep or undo")
         # One resolution at a time (they are rare): a keep must not record files an undo is
         # putting back.
         async with self._lock:

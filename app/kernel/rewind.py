@@ -1,4 +1,4 @@
-"""Rewind (seed 001 "历史回退", reference §1): take a session back to before one of its user
+"""Rewind: take a session back to before one of its user
 messages, and put the files the agent changed since then back as they were.
 
 A preview lists every file with its status and the diff restoring it would apply, plus the
@@ -6,6 +6,11 @@ history head and a token of the files' current state. The confirm call repeats b
 moved, nothing happens (`history_changed` / `file_state_changed`). Otherwise the files are
 restored through a durable journal and `history_rewound` is appended, forgetting the journal in
 the same transaction.
+
+Exception map (status, code): `NotAUserMessage` 400 `invalid_message_seq` (not a positive seq,
+or not a user message); `RewindContextUnsupported` 409 `rewind_context_unsupported`;
+`QueueNotEmpty` 409 `queue_not_empty`; and from the store `MessageNotFound` 404
+`message_not_found`, `HistoryChanged` 409 `history_changed`, `SessionBusy` 409 `session_busy`.
 """
 
 from __future__ import annotations
@@ -20,15 +25,21 @@ from app.kernel.turns.activity import SessionBusy
 from app.kernel.turns.queue import Queues
 from app.kernel.turns.runner import Turns
 from app.store import Store
+from app.store.history import NotAUserMessage
 
 CONTEXT_KEYS = ("attachments", "browser_elements", "workspace_files", "skill_ref", "command")
 
 
 class RewindContextUnsupported(Conflict):
+    """A rewind to a user message that carried context a rewind cannot put back (attachments,
+    browser elements, workspace files, a skill or a command)."""
+
     code = "rewind_context_unsupported"
 
 
 class QueueNotEmpty(Conflict):
+    """A rewind while the session's input queue holds messages."""
+
     code = "queue_not_empty"
 
 
@@ -53,9 +64,7 @@ class Rewinds:
     ) -> dict[str, Any]:
         """Preview (default) or perform a rewind to before user message `message_seq`."""
         if not 0 < message_seq < 2**63:  # an event seq; larger ones do not fit SQLite
-            raise BadRequest(
-                "message_seq: must be a positive event seq", code="invalid_message_seq"
-            )
+            raise NotAUserMessage("message_seq: must be a positive event seq")
         await self.sessions.row(session)
         text = await self._user_text(session, message_seq)
         self._require_idle(session)
@@ -105,7 +114,7 @@ class Rewinds:
 
     async def _user_text(self, session: str, seq: int) -> str:
         if await self.store.active_role(session, seq) != "user":
-            raise BadRequest(f"message {seq} is not a user message", code="invalid_message_seq")
+            raise NotAUserMessage(f"message {seq} is not a user message")
         [message] = await self.store.history(session, after_seq=seq - 1, limit=1)
         content = message.get("content")
         # The rewound message goes back to the client's composer as text: context that text

@@ -2,104 +2,68 @@
 
 Their facts leave through `app.kernel.emit.Facts`. Whether a session is busy is the runner's
 business: the operations that must know (delete, fork) are composed in the `Kernel` façade.
+A session's row and its client shape are `app.kernel.sessionrow`'s; the settings a client may
+give, and their checks, `app.kernel.sessionsettings`'s.
+
+Exception map (status, code — Foya's):
+
+- `InvalidReasoningEffort` 400 `invalid_reasoning_effort`, `InvalidApprovalMode` 400
+  `invalid_approval_mode`, `ProjectLocked` 409 `project_locked`, `UnknownProject` 400
+  `project_not_found`, `UnknownConnection` 400 `connection_not_found`: a setting that cannot be
+  (`app.kernel.sessionsettings`)
+- `InvalidForkBoundary` 400 `invalid_fork_boundary`: a fork that would end at a user message
+- `SessionNotFound` 404 `not_found` (from the store)
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Final, NotRequired
-
-from typing_extensions import TypedDict
 
 from app import events as k
 from app.artifacts import Artifacts, forked_id
-from app.errors import BadRequest, Conflict
-from app.events import Event, EventDraft, Message, Usage, iso_time
+from app.errors import BadRequest
+from app.events import Event, EventDraft, Message, Usage
+from app.jsontypes import JSONObject
 from app.kernel.connections import Connections
 from app.kernel.emit import Facts
 from app.kernel.ids import iso_now, new_id, now_ns
 from app.kernel.projects import Projects
+from app.kernel.sessionrow import Session, SessionColumns, SessionRow, session_row, wire
+from app.kernel.sessionsettings import (
+    InvalidApprovalMode,
+    InvalidReasoningEffort,
+    ProjectLocked,
+    setting_columns,
+)
 from app.kernel.usage import payload as usage_payload
 from app.store import Store
 from app.store.events import SessionNotFound
 from app.store.filechanges import FileSpan
 
-__all__ = ["Session", "SessionNotFound", "Sessions", "wire"]
+__all__ = [
+    "InvalidApprovalMode",
+    "InvalidForkBoundary",
+    "InvalidReasoningEffort",
+    "ProjectLocked",
+    "Session",
+    "SessionNotFound",
+    "SessionRow",
+    "Sessions",
+    "wire",
+]
 
-EFFORTS = ("", "low", "medium", "high")
-APPROVAL_MODES = ("manual", "auto", "full_access")
 FORK_SUFFIX = " copy"
 DEFAULT_TITLE = "New chat"
 
 
-class Session(TypedDict):
-    """A session as clients see it (reference §1 "Session object"); absent optionals omitted."""
+class InvalidForkBoundary(BadRequest):
+    """A fork through a user message (a fork must end after a reply)."""
 
-    id: str
-    phase: str
-    connection_id: str
-    model: str
-    approval_mode: str
-    created_at: str
-    updated_at: str
-    pinned: bool
-    pinned_at: NotRequired[str]
-    parent_id: NotRequired[str]
-    project_id: NotRequired[str]
-    title: NotRequired[str]
-    title_is_manual: NotRequired[bool]
-    agent_ref: NotRequired[str]
-    agent_name: NotRequired[str]
-    agent_digest: NotRequired[str]
-    reasoning_effort: NotRequired[str]
-    spawned_by: NotRequired[dict[str, Any]]
-    agent_mode: NotRequired[str]
-    pre_plan_mode: NotRequired[str]
-    tasks: NotRequired[list[dict[str, Any]]]
-
-
-_OPTIONAL_TEXT: Final = (
-    "parent_id",
-    "project_id",
-    "title",
-    "agent_ref",
-    "agent_name",
-    "agent_digest",
-    "agent_mode",
-    "pre_plan_mode",
-)
-
-
-def wire(row: dict[str, Any]) -> Session:
-    """A session row as the reference's Session object (absent optionals omitted)."""
-    out: Session = {
-        "id": row["id"],
-        "phase": row["phase"],
-        "connection_id": row["connection_id"] or "",
-        "model": row["model"],
-        "approval_mode": row["approval_mode"],
-        "created_at": iso_time(row["created_at_ns"]),
-        "updated_at": iso_time(row["updated_at_ns"]),
-        "pinned": row.get("pinned_at_ns") is not None,
-    }
-    for key in _OPTIONAL_TEXT:
-        if row.get(key):
-            out[key] = row[key]
-    if row.get("spawned_by_json"):
-        out["spawned_by"] = json.loads(row["spawned_by_json"])
-    if row.get("tasks_json"):
-        out["tasks"] = json.loads(row["tasks_json"])
-    if row.get("reasoning_effort") is not None:
-        out["reasoning_effort"] = row["reasoning_effort"]
-    if row.get("title"):
-        out["title_is_manual"] = bool(row["title_is_manual"])
-    if out["pinned"]:
-        out["pinned_at"] = iso_time(row["pinned_at_ns"])
-    return out
+    code = "invalid_fork_boundary"
 
 
 class Sessions:
@@ -122,21 +86,22 @@ class Sessions:
 
     # -- reads ---------------------------------------------------------------------------------
 
-    async def row(self, session: str) -> dict[str, Any]:
+    async def row(self, session: str) -> SessionRow:
         found = await self.store.get_session(session)
         if found is None:
             raise SessionNotFound(f"session {session} not found")
-        return found
+        return session_row(found)
 
     async def get(self, session: str) -> Session:
         return wire(await self.row(session))
 
     async def all(self) -> list[Session]:
-        return [wire(r) for r in await self.store.list_sessions()]
+        return [wire(session_row(r)) for r in await self.store.list_sessions()]
 
     async def children(self, session: str) -> list[Session]:
         await self.row(session)
-        return [wire(r) for r in await self.store.list_sessions(parent_id=session)]
+        rows = await self.store.list_sessions(parent_id=session)
+        return [wire(session_row(r)) for r in rows]
 
     async def history(self, session: str) -> list[Message]:
         await self.row(session)
@@ -156,11 +121,15 @@ class Sessions:
             "cached_tokens": int(found["cached_tokens"]),
         }
 
-    def workspace(self, row: dict[str, Any]) -> Path:
+    def workspace(self, row: SessionRow) -> Path:
         """The directory tools run in: the project's, or the session's managed workspace."""
-        if row.get("project_id") and self.projects.exists(row["project_id"]):
-            return Path(str(self.projects.get(row["project_id"])["path"]))
-        return self.workspaces / str(row["id"])
+        return self.workspace_of(row["id"], row.get("project_id"))
+
+    def workspace_of(self, session: str, project_id: str | None) -> Path:
+        """The directory tools run in for a session of this id and project."""
+        if project_id and self.projects.exists(project_id):
+            return Path(str(self.projects.get(project_id)["path"]))
+        return self.workspaces / session
 
     def local_path(self, session: str, path: str) -> str:
         """A recorded file path as it is here. Paths inside a managed workspace were recorded
@@ -181,59 +150,25 @@ class Sessions:
 
     # -- writes --------------------------------------------------------------------------------
 
-    def _settings(self, fields: dict[str, Any], current: dict[str, Any] | None) -> dict[str, Any]:
-        """Validate session settings; return the row columns they set."""
-        out: dict[str, Any] = {}
-        if "reasoning_effort" in fields:
-            if fields["reasoning_effort"] not in EFFORTS:
-                raise BadRequest(
-                    "reasoning_effort: must be one of low, medium, high or empty",
-                    code="invalid_reasoning_effort",
-                )
-            out["reasoning_effort"] = fields["reasoning_effort"]
-        if "approval_mode" in fields:
-            if fields["approval_mode"] not in APPROVAL_MODES:
-                raise BadRequest(
-                    "approval_mode: must be one of manual, auto, full_access",
-                    code="invalid_approval_mode",
-                )
-            out["approval_mode"] = fields["approval_mode"]
-        if fields.get("project_id") is not None:
-            pid = fields["project_id"]
-            if current is not None and current.get("project_id") not in (None, pid):
-                raise Conflict("a session's project cannot change once set", code="project_locked")
-            if not self.projects.exists(pid):
-                raise BadRequest(f"project {pid} not found", code="project_not_found")
-            out["project_id"] = pid
-        if fields.get("connection_id") is not None:
-            cid = fields["connection_id"]
-            if not self.connections.exists(cid):
-                raise BadRequest(f"connection {cid} not found", code="connection_not_found")
-            if self.connections.get(cid).get("type") != "language":
-                raise BadRequest(f"connection {cid} is not a language connection")
-            out["connection_id"] = cid
-        if fields.get("model") is not None:
-            out["model"] = fields["model"]
-        return out
-
-    async def create(self, fields: dict[str, Any]) -> Session:
-        """A new top-level session; defaults per reference (manual approvals, default model)."""
-        columns = self._settings(fields, None)
+    async def create(self, fields: JSONObject) -> Session:
+        """A new top-level session from a request body's settings; Foya's defaults (manual
+        approvals, the default model)."""
+        columns = setting_columns(fields, None, self.projects, self.connections)
         if "connection_id" not in columns:
             default = self.connections.default_language()
             if default is not None:
                 columns["connection_id"] = default[0]
                 columns.setdefault("model", default[1])
         elif "model" not in columns:
-            models = self.connections.get(columns["connection_id"]).get("models") or [""]
+            models = self.connections.get(str(columns["connection_id"])).get("models") or [""]
             columns["model"] = str(models[0])
         return await self.get(await self.insert(columns))
 
-    async def insert(self, columns: dict[str, Any]) -> str:
+    async def insert(self, columns: SessionColumns) -> str:
         """Store a new session row from `columns` (idle, manual approvals unless they say
         otherwise; a managed workspace of its own without a project); its id."""
         stamp = now_ns()
-        row = {
+        row: SessionColumns = {
             "id": new_id(),
             "phase": "idle",
             "approval_mode": "manual",
@@ -242,17 +177,18 @@ class Sessions:
             "created_at_ns": stamp,
             "updated_at_ns": stamp,
         }
+        session = row["id"]
         if not row.get("project_id"):
-            workspace = self.workspaces / row["id"]
+            workspace = self.workspaces / session
             row["workspace"] = str(workspace)
             await asyncio.to_thread(workspace.mkdir, parents=True, exist_ok=True, mode=0o700)
-        await self.store.create_session(row)
-        return str(row["id"])
+        await self.store.create_session(dict(row))
+        return session
 
-    async def update(self, session: str, fields: dict[str, Any]) -> Session:
-        """Apply a PATCH; stores and must-delivers `session_updated`."""
+    async def update(self, session: str, fields: JSONObject) -> Session:
+        """Apply a PATCH body; stores and must-delivers `session_updated`."""
         current = await self.row(session)
-        columns = self._settings(fields, current)
+        columns = setting_columns(fields, current, self.projects, self.connections)
         if "title" in fields and fields["title"] is not None:
             columns["title"] = fields["title"].strip()
             columns["title_is_manual"] = 1
@@ -263,7 +199,7 @@ class Sessions:
     async def save(
         self,
         session: str,
-        columns: dict[str, Any],
+        columns: Mapping[str, object],
         then: list[EventDraft] | None = None,
         before: list[EventDraft] | None = None,
     ) -> Session:
@@ -275,7 +211,7 @@ class Sessions:
             lambda: self.store.update_session(
                 session,
                 stamped,
-                lambda row: EventDraft(session, k.SESSION_UPDATED, wire(row)),
+                lambda row: EventDraft(session, k.SESSION_UPDATED, wire(session_row(row))),
                 then or [],
                 before or [],
             ),
@@ -305,24 +241,22 @@ class Sessions:
         source = await self.row(session)
         # One message's role, not the whole history (raises message_not_found if inactive).
         if through_seq is not None and await self.store.active_role(session, through_seq) == "user":
-            raise BadRequest(
-                "a fork must end after a reply, not at a user message",
-                code="invalid_fork_boundary",
-            )
+            raise InvalidForkBoundary("a fork must end after a reply, not at a user message")
         stamp = now_ns()
         new = new_id()
-        row = {
-            key: source[key]
-            for key in ("connection_id", "model", "reasoning_effort", "project_id", "approval_mode")
+        row: SessionColumns = {
+            "connection_id": source["connection_id"],
+            "model": source["model"],
+            "reasoning_effort": source["reasoning_effort"],
+            "project_id": source["project_id"],
+            "approval_mode": source["approval_mode"],
+            "id": new,
+            "phase": "idle",
+            "title": title.strip() if title and title.strip() else fork_title(source.get("title")),
+            "title_is_manual": 1,
+            "created_at_ns": stamp,
+            "updated_at_ns": stamp,
         }
-        row.update(
-            id=new,
-            phase="idle",
-            title=title.strip() if title and title.strip() else fork_title(source.get("title")),
-            title_is_manual=1,
-            created_at_ns=stamp,
-            updated_at_ns=stamp,
-        )
         if not source.get("project_id"):
             row["workspace"] = str(self.workspaces / new)
             src = self.workspaces / session
@@ -336,7 +270,7 @@ class Sessions:
             ids.append(artifact_id)
             return forked_id(new, artifact_id)
 
-        await self.store.fork(session, row, through_seq, iso_now(), rename)
+        await self.store.fork(session, dict(row), through_seq, iso_now(), rename)
         # The fork must not depend on the source's directory, which goes when it is deleted.
         if ids:
             await asyncio.to_thread(self.artifacts.copy, session, new, ids)

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
+
+from app.jsontypes import JSONObject
 
 ErrorKind = Literal["auth", "rate_limit", "context_overflow", "network", "bad_response"]
 
@@ -28,8 +30,8 @@ class ChatRequest:
     """One model request: OpenAI-format messages and tool schemas."""
 
     model: str
-    messages: list[dict[str, Any]]
-    tools: list[dict[str, Any]] = field(default_factory=list)
+    messages: list[JSONObject]
+    tools: list[JSONObject] = field(default_factory=list)
     reasoning_effort: str | None = None
     max_tokens: int | None = None
 

@@ -30,12 +30,12 @@ short, without the key), a transport failure `network`, an unreadable answer `ba
 from __future__ import annotations
 
 import base64
-from typing import Any
 from urllib.parse import quote, urljoin, urlsplit
 
 import httpx
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from app.jsontypes import JSONObject
 from app.logs import get_logger
 from app.providers.base import (
     ErrorKind,
@@ -149,7 +149,7 @@ class VideoProvider:
 
     async def submit(self, request: VideoRequest) -> VideoTask:
         """Create the task; what the provider says of it (an id unless already done)."""
-        content: list[dict[str, Any]] = [{"type": "text", "text": request.prompt}]
+        content: list[JSONObject] = [{"type": "text", "text": request.prompt}]
         if request.reference:
             encoded = base64.b64encode(request.reference).decode()
             media_type = request.reference_media_type or "application/octet-stream"
@@ -160,7 +160,7 @@ class VideoProvider:
                     "role": "reference_image",
                 }
             )
-        body: dict[str, Any] = {
+        body: JSONObject = {
             "model": request.model,
             "content": content,
             "ratio": request.aspect_ratio.strip() or "16:9",
@@ -202,7 +202,7 @@ class VideoProvider:
             return self.base_url
         return f"{self.base_url.removesuffix('/v1')}/api/v3"
 
-    async def _call(self, method: str, url: str, body: dict[str, Any] | None = None) -> VideoTask:
+    async def _call(self, method: str, url: str, body: JSONObject | None = None) -> VideoTask:
         """One request, every failure mapped to a `ProviderError` here."""
         try:
             async with self._client.stream(method, url, json=body) as response:

@@ -1,4 +1,4 @@
-"""Sub-agents (issue 17 item 1; Foya's `agentdef` and `subagent`): agent definitions
+"""Sub-agents (Foya's `agentdef` and `subagent`): agent definitions
 (`definitions`), limits (`limits`), the runs of child agents and their records (`runs`,
 `service`), their scheduling (`admission`), token budget (`budget`), child sessions (`child`,
 `package`) and the model's tools (`tools`). Errors: `errors`."""

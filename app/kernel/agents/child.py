@@ -30,10 +30,11 @@ from app.events import Event
 from app.kernel.agents.definitions import WORKER, Definition
 from app.kernel.agents.runs import AgentRun
 from app.kernel.emit import topic
+from app.kernel.sessionrow import SessionRow
 from app.kernel.sessions import Sessions
 from app.kernel.streams import SessionStream
+from app.kernel.turns.control import TurnControl
 from app.kernel.turns.inputs import TurnInput
-from app.kernel.turns.runner import Turns
 from app.tools.base import settled
 
 DEFAULT_MAX_TURNS = 20
@@ -78,14 +79,14 @@ class _Watch:
 class Children:
     """Creates child sessions and runs their turn."""
 
-    def __init__(self, sessions: Sessions, broker: Broker, turns: Turns) -> None:
+    def __init__(self, sessions: Sessions, broker: Broker, turns: TurnControl) -> None:
         self.sessions = sessions
         self.store = sessions.store
         self.broker = broker
         self.turns = turns
         self.stopping = False  # the kernel is going down: its runner stops every turn itself
 
-    async def create(self, parent: dict[str, Any], run: AgentRun, definition: Definition) -> str:
+    async def create(self, parent: SessionRow, run: AgentRun, definition: Definition) -> str:
         """A new child session of `parent` for `run`; its id."""
         spawned_by = {
             "parent_run_id": run.root_run_id,

@@ -5,7 +5,7 @@
   messages that are not in the parent's history
 - `RunNotFound` 404 `not_found`: no such session, or no such run of that session
 - `InvalidAgentLimits` 400 `agent_limits_update_failed` (`app.kernel.agents.limits`)
-- `ProjectNotFound` 404 `project_not_found`: `GET /projects/{id}/agents` of an unknown project
+- `ParentProjectNotFound` 404 `project_not_found`: `GET /projects/{id}/agents` of an unknown project
 """
 
 from __future__ import annotations

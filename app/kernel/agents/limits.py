@@ -34,6 +34,9 @@ class AgentLimits(TypedDict):
 
 
 class InvalidAgentLimits(BadRequest):
+    """A `PUT /agent-limits` whose limits break a rule (the message names the field, in Foya's
+    words)."""
+
     code = "agent_limits_update_failed"
 
 

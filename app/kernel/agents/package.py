@@ -6,20 +6,26 @@ task package).
 `summary` the whole history with each message cut to 2,000 characters. Newest first, messages
 are kept while their text fits in 24,000 characters; the child gets them as JSON marked as
 untrusted reference data.
+
+`SpawnRequest` is the request itself (`POST /sessions/{id}/agents` and the agent tools);
+`checked` refuses one Foya's routes would choke on later.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal, NotRequired, TypedDict
 
 from app.events import Message
 from app.kernel.agents.errors import AgentRunFailed
+from app.text.surrogates import has_lone_surrogate
 
 ContextMode = Literal["none", "selected", "summary", "last_n_turns"]
 MAX_CONTEXT_CHARS = 24_000
 SUMMARY_CHARS = 2_000
+MAX_TASK_CHARS = 256 * 1024
+MAX_ID_CHARS = 256
 
 
 @dataclass(frozen=True)
@@ -36,13 +42,49 @@ class ContextSelection:
 NO_CONTEXT = ContextSelection()
 
 
+@dataclass(frozen=True)
+class SpawnRequest:
+    """`POST /sessions/{id}/agents` (and the agent tools): what to delegate, and where it hangs."""
+
+    task: str
+    agent_ref: str = ""
+    root_run_id: str = ""
+    parent_tool_call_id: str = ""
+    context: ContextSelection = NO_CONTEXT
+
+
+def checked(request: SpawnRequest) -> str:
+    """The task, trimmed; `AgentRunFailed` for input Foya's routes would choke on later."""
+    task = request.task.strip()
+    if not task:
+        raise AgentRunFailed("task is required")
+    if len(task) > MAX_TASK_CHARS:
+        raise AgentRunFailed(f"task is longer than {MAX_TASK_CHARS} characters")
+    ids = (request.agent_ref, request.root_run_id, request.parent_tool_call_id)
+    if any(len(value) > MAX_ID_CHARS for value in ids):
+        raise AgentRunFailed(
+            f"agent_ref, root_run_id and parent_tool_call_id: at most {MAX_ID_CHARS} characters"
+        )
+    if has_lone_surrogate([task, *ids]):
+        raise AgentRunFailed("the request holds text that is not valid Unicode")
+    return task
+
+
+class _Item(TypedDict):
+    """One parent message as the child sees it in its first message."""
+
+    seq: NotRequired[int]
+    role: str | None
+    content: str
+
+
 def package(task: str, selection: ContextSelection, history: list[Message]) -> str:
     """The child's first message. Raises `AgentRunFailed` when `selected` names messages none
     of which is in the history."""
     if not selection.wanted:
         return task
     chosen = _select(selection, history)
-    items: list[dict[str, Any]] = []
+    items: list[_Item] = []
     used = 0
     for message in reversed(chosen):
         content = str(message.get("content") or "").strip()
@@ -53,10 +95,14 @@ def package(task: str, selection: ContextSelection, history: list[Message]) -> s
         if used + len(content) > MAX_CONTEXT_CHARS:
             break
         used += len(content)
-        item: dict[str, Any] = {"role": message.get("role"), "content": content}
-        if message.get("event_seq"):
-            item = {"seq": message["event_seq"], **item}
-        items.append(item)
+        role = message.get("role")
+        seq = message.get("event_seq")
+        # The seq first when there is one: the child reads it as the item's label.
+        items.append(
+            {"seq": seq, "role": role, "content": content}
+            if seq
+            else {"role": role, "content": content}
+        )
     items.reverse()
     data = json.dumps(items, ensure_ascii=False, separators=(",", ":"))
     return (

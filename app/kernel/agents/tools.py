@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from app.errors import FoyaError
+from app.jsontypes import JSONObject
 from app.kernel.agents.package import ContextSelection
 from app.kernel.agents.runs import AgentRunSnapshot
 from app.kernel.agents.service import Agents, SpawnRequest
@@ -45,7 +46,7 @@ CONTEXT = {
 RUN_ID = schema({"id": {"type": "string"}}, ["id"])
 
 
-def _text(args: dict[str, Any], key: str, required: bool = False) -> str:
+def _text(args: JSONObject, key: str, required: bool = False) -> str:
     value = args.get(key, "")
     if not isinstance(value, str):
         raise ToolError(f"invalid arguments: {key} must be a string")
@@ -54,7 +55,7 @@ def _text(args: dict[str, Any], key: str, required: bool = False) -> str:
     return value.strip()
 
 
-def _context(args: dict[str, Any]) -> ContextSelection:
+def _context(args: JSONObject) -> ContextSelection:
     raw = args.get("context")
     if raw is None:
         return ContextSelection()
@@ -86,14 +87,14 @@ class _AgentTool:
     def __init__(self, agents: Agents) -> None:
         self.agents = agents
 
-    def action(self, args: dict[str, Any]) -> Action:
+    def action(self, args: JSONObject) -> Action:
         return "read"
 
-    def resource(self, args: dict[str, Any], ctx: ToolContext) -> Path | None:
+    def resource(self, args: JSONObject, ctx: ToolContext) -> Path | None:
         return None
 
     async def _spawn(
-        self, args: dict[str, Any], ctx: ToolContext, context: ContextSelection
+        self, args: JSONObject, ctx: ToolContext, context: ContextSelection
     ) -> AgentRunSnapshot:
         request = SpawnRequest(
             task=_text(args, "task", required=True),
@@ -133,7 +134,7 @@ class AgentTool(_AgentTool):
         ["task"],
     )
 
-    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+    async def run(self, args: JSONObject, ctx: ToolContext) -> ToolResult:
         run_id = (await self._spawn(args, ctx, ContextSelection()))["id"]
         try:
             done = await self.agents.result(run_id)
@@ -166,7 +167,7 @@ class SpawnAgent(_AgentTool):
         ["task"],
     )
 
-    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+    async def run(self, args: JSONObject, ctx: ToolContext) -> ToolResult:
         return _json(await self._spawn(args, ctx, _context(args)))
 
 
@@ -181,7 +182,7 @@ class WaitAgents(_AgentTool):
         ["ids"],
     )
 
-    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+    async def run(self, args: JSONObject, ctx: ToolContext) -> ToolResult:
         ids = args.get("ids")
         if not isinstance(ids, list) or not ids or not all(isinstance(i, str) for i in ids):
             raise ToolError("invalid arguments: ids must be a non-empty list of run ids")
@@ -194,7 +195,7 @@ class ReadAgentOutput(_AgentTool):
     description = "Read the current status and output of one asynchronous agent run."
     parameters = RUN_ID
 
-    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+    async def run(self, args: JSONObject, ctx: ToolContext) -> ToolResult:
         return _json(await self._call(self.agents.get(ctx.session, _text(args, "id", True))))
 
 
@@ -203,7 +204,7 @@ class CancelAgent(_AgentTool):
     description = "Cancel one queued or running agent run."
     parameters = RUN_ID
 
-    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+    async def run(self, args: JSONObject, ctx: ToolContext) -> ToolResult:
         run_id = _text(args, "id", True)
         await self._call(self.agents.cancel(ctx.session, run_id))
         return _json(await self._call(self.agents.get(ctx.session, run_id)))
@@ -214,7 +215,7 @@ class ListAgents(_AgentTool):
     description = "List asynchronous child agent runs started by the current session."
     parameters = schema({}, [])
 
-    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+    async def run(self, args: JSONObject, ctx: ToolContext) -> ToolResult:
         return _json(await self._call(self.agents.listing(ctx.session)))
 
 
@@ -227,14 +228,14 @@ class AgentSearch(_AgentTool):
         {"query": {"type": "string", "description": "Optional agent name or capability query"}}, []
     )
 
-    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+    async def run(self, args: JSONObject, ctx: ToolContext) -> ToolResult:
         query = _text(args, "query").lower()
         found = await asyncio.to_thread(self.agents.definitions.effective, ctx.project_id)
         rows = []
         for item in found:
             if query and query not in f"{item.name}\n{item.description}".lower():
                 continue
-            row: dict[str, Any] = {
+            row: dict[str, object] = {
                 k: v
                 for k, v in item.wire().items()
                 if k not in ("path", "digest", "max_turns", "timeout")

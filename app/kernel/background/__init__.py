@@ -1,4 +1,4 @@
-"""Background commands (reference §1 "Turns, tools, queue"; Foya's background command manager).
+"""Background commands (Foya's background command manager).
 
 The kernel keeps every session's bash commands that run in the background: those the agent
 started with `bash {background: true}` and foreground ones the user moved there

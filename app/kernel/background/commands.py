@@ -14,17 +14,21 @@ from app.kernel.turns.runner import ToolNotRunning
 from app.logs import get_logger
 from app.store.events import SessionNotFound
 from app.tools.base import ToolContext, ToolError
-from app.tools.bash import ShellCommand
+from app.tools.shell import ShellCommand
 
 FINISHED_KEPT = 100  # ended commands of a session still readable by id
 STOP_GRACE = 5.0  # seconds to wait for killed commands to be reaped (a bound, never expected)
 
 
 class SessionUnknown(NotFound):
+    """The session of a background-command route does not exist."""
+
     code = "session_not_found"
 
 
 class CommandNotFound(NotFound):
+    """No background command of that id in the session."""
+
     code = "background_command_not_found"
 
 

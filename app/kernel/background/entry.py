@@ -7,7 +7,7 @@ import secrets
 from dataclasses import dataclass, field
 
 from app.events import BackgroundCommand, iso_time
-from app.tools.bash import ShellCommand
+from app.tools.shell import ShellCommand
 
 
 def new_command_id() -> str:
