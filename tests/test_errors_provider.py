@@ -1,4 +1,4 @@
-"""Provider failures say what went wrong (issue 14, item 8): the provider's host, the HTTP status
+"""Provider failures say what went wrong: the provider's host, the HTTP status
 when there is one, and the cause; never the key. The turn's `error` event carries that text, and
 the kernel logs a warning (logger `foya.providers`) with the same facts.
 

@@ -1,4 +1,4 @@
-"""Bad requests are answered in the client's terms (issue 14, item 11): 400 `bad_request` with a
+"""Bad requests are answered in the client's terms: 400 `bad_request` with a
 sentence saying what is wrong with the body, a field or a parameter, never echoing a value, and
 nothing is changed. One real kernel on a Unix socket for the module.
 """

@@ -48,6 +48,8 @@ DECISIONS: tuple[Decision, ...] = ("approved", "approved_for_session", "denied")
 
 
 class InvalidDecision(BadRequest):
+    """An approval decision that is not one of the decisions offered."""
+
     code = "invalid_approval_decision"
 
 

@@ -13,10 +13,9 @@ a connection and model.
 
 from __future__ import annotations
 
-from typing import Any
-
 from app.errors import BadRequest
 from app.kernel.connections import Connections
+from app.kernel.sessionrow import SessionRow
 
 
 class NoModelConnection(BadRequest):
@@ -25,7 +24,7 @@ class NoModelConnection(BadRequest):
     code = "connection_not_found"
 
 
-def rebinding(connections: Connections, row: dict[str, Any]) -> dict[str, str] | None:
+def rebinding(connections: Connections, row: SessionRow) -> dict[str, str] | None:
     """The columns (`connection_id`, `model`) that bind session `row` to the default language
     model when its own connection is empty or gone; None when it has one. Raises
     `NoModelConnection` when there is nothing to bind it to."""

@@ -8,10 +8,10 @@ client is built, not when the kernel is: a kernel that serves no turn never pays
 from __future__ import annotations
 
 import hashlib
-from typing import Any
 
 from app.kernel.approvals import Ask
 from app.kernel.connections import Connections
+from app.kernel.sessionrow import SessionRow
 from app.providers.base import ChatRequest, Provider, ProviderError
 
 
@@ -41,7 +41,7 @@ class Providers:
             self._cache[connection_id] = cached
         return cached[1]
 
-    def for_session(self, row: dict[str, Any]) -> Provider:
+    def for_session(self, row: SessionRow) -> Provider:
         connection_id = row.get("connection_id")
         if not connection_id or not self.connections.exists(connection_id):
             raise ProviderError(
@@ -49,7 +49,7 @@ class Providers:
             )
         return self.for_connection(connection_id)
 
-    async def guardian(self, row: dict[str, Any], prompt: str, ask: Ask) -> bool:
+    async def guardian(self, row: SessionRow, prompt: str, ask: Ask) -> bool:
         """The `auto` approval mode's judge; denies whenever it cannot get an answer."""
         question = (
             f"Tool: {ask.tool_name}\nAction: {ask.action}\nArguments: {ask.detail}\n"

@@ -19,6 +19,8 @@ ACTIVITY_DAYS = 365
 
 
 class InvalidRange(BadRequest):
+    """`days` of `GET /usage` other than 7 or 30."""
+
     code = "invalid_range"
 
 
