@@ -1,5 +1,6 @@
 """The `foya` command: serve the kernel, small helpers for operators, and (registered from
-app.ops.client_cli and app.ops.context_cli) the commands that talk to a kernel.
+app.ops.client_cli, app.ops.tunnel.cli and app.ops.context_cli) the commands that talk to a
+kernel.
 
 Flags only override what they name; everything else comes from FOYA_* variables through
 `Settings`. A refusal prints one line on stderr naming what to fix and exits 2.
@@ -16,18 +17,28 @@ from __future__ import annotations
 import gc
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import Annotated
 
 import typer
 
-from app.errors import ConfigError, FoyaError
-from app.ops import client_cli, context_cli, mcp_cli, transfer_cli, trust_cli
-from app.ops.client_cli import DataDirOpt, env, fail
-from app.ops.progress import Progress
+from app.errors import ConfigError
+from app.ops import client_cli, context_cli, data_cli, mcp_cli, transfer_cli, trust_cli
+from app.ops.cli_settings import build_settings, renamed
+from app.ops.client_flags import DataDirOpt, env, fail
+from app.ops.serve_options import (
+    REPLICA_INSTEAD,
+    AllowPlaintextOpt,
+    AuthTokenHashFileOpt,
+    CheckOpt,
+    ListenOpt,
+    ReplicateOpt,
+    SocketOpt,
+    TlsCertOpt,
+    TlsKeyOpt,
+)
+from app.ops.tunnel.cli import tunnel
+from app.ops.typer_fixes import defer_typer_coercion
 from app.ops.websearch_cli import web_search_cli
-
-if TYPE_CHECKING:
-    from app.settings import Settings
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 cli = typer.Typer(
@@ -43,42 +54,6 @@ tls_cli = typer.Typer(
     help="TLS helpers.", no_args_is_help=True, rich_markup_mode=None, context_settings=CONTEXT
 )
 cli.add_typer(tls_cli, name="tls")
-
-T = TypeVar("T")
-# What to do instead of `--replicate URL-with-a-password` (app.ops.secretargs).
-REPLICA_INSTEAD = (
-    "set FOYA_REPLICA_URL to the URL instead (a process's environment is its user's only), "
-    "or authenticate with a key: FOYA_REPLICA_SFTP_KEY for sftp, AWS_ACCESS_KEY_ID and "
-    "AWS_SECRET_ACCESS_KEY for s3"
-)
-RESTORE_INSTEAD = (
-    "give `--from-replica -` and the URL on stdin, or authenticate with a key "
-    "(FOYA_REPLICA_SFTP_KEY for sftp, AWS_* variables for s3)"
-)
-
-
-def build_settings(**flags: Any) -> Settings:
-    """Settings from the environment, overridden by the flags that were given."""
-    from pydantic import ValidationError
-
-    from app.settings import Settings
-
-    try:
-        return Settings(**{k: v for k, v in flags.items() if v is not None})
-    except ValidationError as exc:  # a FOYA_* variable (or a flag) has a bad value
-        first = exc.errors()[0]
-        name = "FOYA_" + str(first["loc"][0]).upper() if first.get("loc") else "settings"
-        fail(f"{name}: {first['msg']}")
-
-
-def renamed(new: T | None, new_flag: str, old: T | None, old_flag: str) -> T | None:
-    """The value of a flag given by its name or by its deprecated old name (hidden in help)."""
-    if old is None:
-        return new
-    if new is not None:
-        fail(f"give {new_flag} only ({old_flag} is its deprecated old name)")
-    typer.echo(f"foya: {old_flag} is deprecated; use {new_flag}", err=True)
-    return old
 
 
 @cli.callback(invoke_without_command=True)
@@ -98,73 +73,15 @@ def default(
 
 @cli.command()
 def serve(
-    listen: Annotated[
-        str | None,
-        typer.Option(
-            "--listen",
-            metavar="HOST:PORT",
-            help=env("Serve TCP instead of the Unix socket.", "FOYA_LISTEN_ADDR"),
-        ),
-    ] = None,
-    socket: Annotated[
-        Path | None,
-        typer.Option(
-            "--socket",
-            metavar="PATH",
-            help=env(
-                "Unix socket path (default: kernel.sock in the data dir).", "FOYA_SOCKET_PATH"
-            ),
-        ),
-    ] = None,
+    listen: ListenOpt = None,
+    socket: SocketOpt = None,
     data_dir: DataDirOpt = None,
-    auth_token_hash_file: Annotated[
-        Path | None,
-        typer.Option(
-            "--auth-token-hash-file",
-            metavar="FILE",
-            help=env("File holding the token's SHA-256 hex digest.", "FOYA_AUTH_TOKEN_HASH_FILE"),
-        ),
-    ] = None,
-    tls_cert: Annotated[
-        Path | None,
-        typer.Option(
-            "--tls-cert", metavar="FILE", help=env("PEM certificate chain.", "FOYA_TLS_CERT_FILE")
-        ),
-    ] = None,
-    tls_key: Annotated[
-        Path | None,
-        typer.Option(
-            "--tls-key", metavar="FILE", help=env("PEM private key.", "FOYA_TLS_KEY_FILE")
-        ),
-    ] = None,
-    allow_plaintext: Annotated[
-        bool,
-        typer.Option(
-            "--allow-plaintext",
-            help=env("Serve TCP without TLS (behind a TLS proxy).", "FOYA_ALLOW_PLAINTEXT=1"),
-        ),
-    ] = False,
-    replicate: Annotated[
-        str | None,
-        typer.Option(
-            "--replicate",
-            metavar="URL",
-            help=env(
-                "Replicate the database and files continuously with Litestream to URL "
-                "(file:///path, sftp://user@host/path, s3://bucket/prefix); a URL with a "
-                "password only in FOYA_REPLICA_URL.",
-                "FOYA_REPLICA_URL",
-            ),
-        ),
-    ] = None,
-    check: Annotated[
-        bool,
-        typer.Option(
-            "--check",
-            help="Check the settings, TLS files, token digest and data dir, print what would be "
-            "served, and exit (0 fine, 2 refused) without listening.",
-        ),
-    ] = False,
+    auth_token_hash_file: AuthTokenHashFileOpt = None,
+    tls_cert: TlsCertOpt = None,
+    tls_key: TlsKeyOpt = None,
+    allow_plaintext: AllowPlaintextOpt = False,
+    replicate: ReplicateOpt = None,
+    check: CheckOpt = False,
 ) -> None:
     """Run the kernel on a Unix socket, or on TCP with --listen.
 
@@ -194,9 +111,8 @@ def serve(
         # v1 models (we have none): blocked, its check answers "not v1" (~10 ms, ~1.5 MiB).
         for legacy in ("rich", "pydantic.v1"):
             sys.modules.setdefault(legacy, None)  # type: ignore[arg-type]  # None blocks an import
-        from app.serve import (
-            listeners as server,
-        )  # hypercorn and the app load only once settings pass
+        # Hypercorn and the app load only once the settings pass.
+        from app.serve import listeners as server
 
         if check:
             from app.ops.preflight import describe
@@ -213,14 +129,15 @@ def serve(
         fail(str(exc))
 
 
-# The commands that talk to a kernel (app.ops.client_cli), listed after `serve` in the help.
+# The commands that talk to a kernel (app.ops.client_cli, app.ops.tunnel.cli), listed after
+# `serve` in the help.
 cli.command()(client_cli.status)
 cli.command("exec")(client_cli.exec_)
 cli.command()(client_cli.sessions)
 cli.command()(client_cli.history)
 cli.command()(client_cli.rewind)
 cli.command()(client_cli.usage)
-cli.command()(client_cli.tunnel)
+cli.command()(tunnel)
 cli.command("import")(transfer_cli.import_)
 cli.command()(transfer_cli.export)
 cli.add_typer(context_cli.rules_cli, name="rules")
@@ -325,190 +242,10 @@ def tls_self_signed(
     typer.echo(f"sha256 fingerprint: {pair.fingerprint}")
 
 
-@cli.command()
-def check(
-    data_dir: DataDirOpt = None,
-    repair: Annotated[
-        bool,
-        typer.Option(
-            "--repair", help="Rewrite projections from the event log; remove the orphans."
-        ),
-    ] = False,
-) -> None:
-    """Rebuild each projection from the event log; list orphan files.
-
-    Orphans are directories nothing owns (a deleted or never-stored session's artifacts or
-    workspace, a removed canvas's assets) and staging a crash left. Exit 1 on any difference
-    or orphan. Run --repair with the kernel stopped.
-    """
-    import contextlib
-
-    from app.files import data_dir_lock
-    from app.store import DB_NAME
-    from app.store import orphans as orphan_files
-    from app.store.check import check as run_check
-
-    settings = build_settings(data_dir=data_dir)
-    path = settings.data_dir / DB_NAME
-    if not path.is_file():
-        fail(f"--data-dir {settings.data_dir}: no {DB_NAME} there")
-    try:
-        # Repair writes projections: refuse while a kernel owns the data dir.
-        with data_dir_lock(settings.data_dir) if repair else contextlib.nullcontext():
-            report = run_check(path, repair=repair)
-            remaining = run_check(path).differences if report.repaired else report.differences
-            orphans = orphan_files.find(settings.data_dir, path, Path.home() / ".foya")
-            removed = orphan_files.remove(orphans) if repair else []
-    except (ConfigError, FoyaError) as exc:
-        fail(str(exc))
-    for line in report.differences:
-        typer.echo(line)
-    for orphan in orphans:
-        typer.echo(orphan.describe())
-    summary = f"checked {report.events} events and {report.blobs} blob references: "
-    summary += f"{len(report.differences)} difference(s)"
-    if report.repaired:
-        summary += f"; repaired, {len(remaining)} remain"
-    summary += f"; {len(orphans)} orphan(s)" + (f", {len(removed)} removed" if repair else "")
-    typer.echo(summary, err=True)
-    for line in remaining if report.repaired else ():
-        typer.echo(f"remains: {line}")
-    left = [o for o in orphans if o not in removed]
-    for orphan in left if repair else ():
-        typer.echo(f"remains: {orphan.describe()}")
-    if remaining or left:
-        raise typer.Exit(1)
-
-
-def _mb_per_s(size: int, seconds: float) -> str:
-    return f"{size / 1e6:.1f} MB in {seconds:.1f} s ({size / 1e6 / max(seconds, 1e-9):.0f} MB/s)"
-
-
-@cli.command()
-def backup(
-    dest: Annotated[str, typer.Argument(metavar="DEST", hidden=True)],
-    data_dir: DataDirOpt = None,
-) -> None:
-    """Back up the data directory, while the kernel runs.
-
-    Writes the data directory and ~/.foya into one archive: DEST, or a dated
-    foya-backup-<UTC time>.tar when DEST is a directory (one that exists, or a path ending
-    in /, which must exist).
-    """
-    from app.ops.backup import backup as run_backup
-
-    settings = build_settings(data_dir=data_dir)
-    try:
-        with Progress("backing up") as progress:
-            report = run_backup(
-                settings.data_dir, dest, home=Path.home() / ".foya", progress=progress
-            )
-    except FoyaError as exc:
-        fail(exc.message)
-    except OSError as exc:
-        fail(f"backup failed: {exc}")
-    typer.echo(f"wrote {report.archive}: {report.members} members, head seq {report.head_seq}")
-    typer.echo(_mb_per_s(report.bytes, report.seconds), err=True)
-
-
-@cli.command()
-def restore(
-    src: Annotated[Path | None, typer.Argument(metavar="ARCHIVE", hidden=True)] = None,
-    data_dir: DataDirOpt = None,
-    from_replica: Annotated[
-        str | None,
-        typer.Option(
-            "--from-replica",
-            metavar="URL",
-            help="Restore from this replica instead of an archive (`-` reads the URL from "
-            "stdin: a URL with a password is refused here).",
-        ),
-    ] = None,
-    timestamp: Annotated[
-        str | None,
-        typer.Option(
-            "--timestamp",
-            metavar="T",
-            help="With --from-replica: the state at T (RFC 3339, e.g. 2026-12-01T07:00:00Z).",
-        ),
-    ] = None,
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Verify everything, change nothing.")
-    ] = False,
-    replace: Annotated[
-        bool,
-        typer.Option("--replace", help="Move an existing data directory aside (it is kept)."),
-    ] = False,
-) -> None:
-    """Restore a backup, or a replica, into the data directory.
-
-    Verifies ARCHIVE (written by `foya backup`) or, with --from-replica URL, the replica
-    `foya serve --replicate URL` keeps, and puts it in place. Stop the kernel first.
-    """
-    from app.ops.secretargs import STDIN, check_url, read_stdin
-
-    check_url(from_replica, "--from-replica", RESTORE_INSTEAD)
-    if (src is None) == (from_replica is None):
-        fail("give either ARCHIVE (a file `foya backup` wrote) or --from-replica URL")
-    if timestamp is not None and from_replica is None:
-        fail("--timestamp needs --from-replica (an archive holds one point in time)")
-    if from_replica is not None:
-        if from_replica == STDIN:
-            from_replica = read_stdin("--from-replica")
-        _restore_replica(from_replica, data_dir, timestamp, dry_run=dry_run, replace=replace)
-        return
-    assert src is not None
-    from app.ops.restore import restore as run_restore
-
-    settings = build_settings(data_dir=data_dir)
-    try:
-        with Progress("verifying" if dry_run else "restoring") as progress:
-            report = run_restore(
-                src,
-                settings.data_dir,
-                home=Path.home() / ".foya",
-                dry_run=dry_run,
-                replace=replace,
-                progress=progress,
-            )
-    except FoyaError as exc:
-        fail(exc.message)
-    except OSError as exc:
-        fail(f"restore failed: {exc}")
-    verb = "verified" if dry_run else f"restored into {report.target}"
-    typer.echo(f"{verb}: {report.members} members, head seq {report.head_seq}")
-    for note in report.notes:
-        typer.echo(note)
-    typer.echo(_mb_per_s(report.bytes, report.seconds), err=True)
-
-
-def _restore_replica(
-    url: str, data_dir: str | None, timestamp: str | None, *, dry_run: bool, replace: bool
-) -> None:
-    from app.ops.replica_restore import restore_from_replica
-
-    settings = build_settings(data_dir=data_dir)
-    try:
-        report = restore_from_replica(
-            url,
-            settings,
-            home=Path.home() / ".foya",
-            timestamp=timestamp,
-            dry_run=dry_run,
-            replace=replace,
-            step=lambda line: typer.echo(f"foya: {line}", err=True),
-        )
-    except FoyaError as exc:
-        fail(exc.message)
-    except ConfigError as exc:
-        fail(str(exc))
-    except OSError as exc:
-        fail(f"restore failed: {exc}")
-    verb = "verified" if dry_run else f"restored into {report.target}"
-    typer.echo(f"{verb}: head seq {report.head_seq}, {report.files} files")
-    for note in report.notes:
-        typer.echo(note)
-    typer.echo(f"took {report.seconds:.1f} s", err=True)
+# The data-directory commands (app.ops.data_cli).
+cli.command()(data_cli.check)
+cli.command()(data_cli.backup)
+cli.command()(data_cli.restore)
 
 
 @cli.command()
@@ -521,43 +258,6 @@ def print_version() -> None:
     import app
 
     typer.echo(f"foya {app.__version__}")
-
-
-def defer_typer_coercion() -> None:
-    """Let typer skip coercing the options that were not given.
-
-    typer 0.29 coerces each parameter's value through a pydantic `TypeAdapter` it builds the
-    first time the parameter is processed, even when there is no value (--help on every run),
-    so every command imported pydantic (~40 ms) before it began. A missing value coerces to
-    None (or () for a repeatable option), and a string given to a plain `str` parameter to
-    itself: those are answered without the adapter (the thin clients take their paths as
-    `str` for that). A typer without that machinery is left as it is.
-    """
-    from typer import core
-
-    param = getattr(core, "_TyperParameter", None)
-    build: Any = getattr(param, "get_runtime_param", None)
-    if param is None or build is None:
-        return
-
-    class Deferred:
-        """Stands in for a parameter's coercion until it has a value to coerce."""
-
-        def __init__(self, owner: Any) -> None:
-            self.owner = owner
-
-        def coerce(self, value: Any, param: Any, ctx: Any) -> Any:
-            if value is None:
-                return () if param.multiple or param.nargs == -1 else None
-            desc = param.type_descriptor
-            if isinstance(value, str) and desc.annotation is str and not desc.parameter_info.parser:
-                return value
-            return build(self.owner).coerce(value, param=param, ctx=ctx)
-
-    def get_runtime_param(self: Any) -> Any:
-        return Deferred(self) if self._runtime_param is None else self._runtime_param
-
-    param.get_runtime_param = get_runtime_param
 
 
 def main() -> None:

@@ -1,6 +1,6 @@
 """Settings: one pydantic-settings object built by the CLI from flags and FOYA_* variables.
 
-`serve_plan()` applies the startup rules of `foya serve` (reference §4) and turns the settings into
+`serve_plan()` applies the startup rules of `foya serve` and turns the settings into
 the one transport the server will use. Every refusal is a `ConfigError` whose message names the
 flag or variable to fix.
 """
@@ -27,7 +27,7 @@ _PEM_LABEL = re.compile(rb"-----BEGIN ([A-Z0-9 ]+)-----")
 
 
 def default_data_dir() -> Path:
-    """`<user config dir>/foya`, as the reference and seed 000 place it."""
+    """`<user config dir>/foya`, where Foya keeps its own configuration too."""
     return Path(platformdirs.user_config_dir()) / "foya"
 
 
@@ -239,7 +239,7 @@ def _token_digest(settings: Settings) -> str:
     else:
         raise ConfigError(
             "--listen needs a token digest: --auth-token-hash-file (FOYA_AUTH_TOKEN_HASH_FILE) "
-            "or FOYA_AUTH_TOKEN_SHA256; create one with `foya token --hash-file PATH`"
+            "or FOYA_AUTH_TOKEN_SHA256; create one with `foya token --auth-token-hash-file PATH`"
         )
     digest = raw.strip().lower()
     if not _HEX64.fullmatch(digest):

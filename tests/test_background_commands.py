@@ -1,4 +1,4 @@
-"""Background commands (issue 17 item 5; reference §1 "Turns, tools, queue", §6 restart; Foya's
+"""Background commands (Foya's
 background command manager and its `bash`, `bash_status` and `bash_cancel` tools).
 
 Kernel rules run on a real in-process kernel with the fake provider scripting the model's tool
@@ -37,7 +37,7 @@ from app.kernel.background.entry import Entry
 from app.kernel.emit import topic
 from app.kernel.turns.inputs import TurnInput
 from app.kernel.turns.runner import ToolNotRunning
-from app.tools.bash import TAIL_BYTES, TAIL_LINES, Stream
+from app.tools.shell import TAIL_BYTES, TAIL_LINES, Stream
 
 T = TypeVar("T")
 GATE = "while [ ! -e go ]; do sleep 0.02; done"

@@ -57,7 +57,7 @@ from support.helpers import (
 )
 from support.streams_helpers import Served, metric, seed_store, session_row, unix_kernel
 
-from app.events import EventDraft
+from app.events import SESSION_UPDATED, EventDraft
 from app.ops.backup import MANIFEST, WHOLE_FILE, backup
 from app.ops.restore import restore
 from app.store import Store
@@ -579,7 +579,7 @@ def small(tmp_path_factory: pytest.TempPathFactory) -> Small:
     async def fill(store: Store) -> None:
         await store.create_session(session_row(sid, title="small"))
         for n in range(5):
-            await store.append(EventDraft(sid, "session_updated", {"id": sid, "title": f"t{n}"}))
+            await store.append(EventDraft(sid, SESSION_UPDATED, {"id": sid, "title": f"t{n}"}))
 
     seed_store(data, fill)
     workspace = data / "workspaces" / sid
@@ -793,7 +793,8 @@ def test_a_refused_restore_leaves_every_target_untouched(
 def test_restore_refuses_a_non_empty_target_without_replace(box: Sandbox, small: Small) -> None:
     before = box.snapshot()
     done = foya("restore", str(small.archive), "--data-dir", str(box.data), home=box.home)
-    refused(done, "not empty", "--replace")
+    refused(done, "not empty", "--replace", "stop the kernel")
+    assert done.returncode == 2, output(done)
     assert box.snapshot() == before
 
 
@@ -859,7 +860,8 @@ def test_dry_run_tells_that_the_real_restore_would_be_refused(
     busy: Served, box: Sandbox, small: Small, tmp_path: Path
 ) -> None:
     """A dry run that answers "verified" must not hide what the real restore would refuse: a
-    non-empty target without --replace, and a kernel running on the target."""
+    non-empty target without --replace, and a kernel running on the target. It exits 2, as
+    that restore would, and says what to do (a dry run that would go ahead exits 0)."""
     before = box.snapshot()
     before_busy = tree(busy.data_dir, skip=frozenset(DB_FILES))
     non_empty, running = run_all(
@@ -870,6 +872,12 @@ def test_dry_run_tells_that_the_real_restore_would_be_refused(
     assert_still_serving(busy, before_busy)
     assert "--replace" in output(non_empty), output(non_empty)
     assert "running" in output(running), output(running)
+    for done in (non_empty, running):
+        assert done.returncode == 2, output(done)
+        assert "verified" in done.stdout, output(done)
+        assert "foya: the restore would be refused: " in done.stderr, output(done)
+    assert "systemctl stop foya" in output(non_empty), output(non_empty)
+    assert "stop it first" in output(running), output(running)
 
 
 @dataclass(frozen=True)

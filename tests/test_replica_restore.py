@@ -1,4 +1,4 @@
-"""`foya restore --from-replica URL [--timestamp T]` (issue 20, item 2) against real processes.
+"""`foya restore --from-replica URL [--timestamp T]` against real processes.
 
 The module fixture runs a real `foya serve` with a fake provider (a session with two real turns,
 the first writing a file through the `write` tool) and a `~/.foya` in a HOME of its own, and the
@@ -398,7 +398,8 @@ def test_dry_run_verifies_and_changes_nothing(replicated: Replicated, tmp_path: 
     (target / "old.txt").write_text("old\n")
     old = tree(tmp_path)
     done = restore(replicated.url, target, tmp_path, "--dry-run")
-    assert done.returncode == 0, output(done)
+    # Verified, but the real restore would be refused (a non-empty target, no --replace): 2.
+    assert done.returncode == 2, output(done)
     assert "verified: head seq" in done.stdout
     assert f"a restore would be refused: {target} is not empty" in done.stdout
     assert tree(tmp_path) == old

@@ -9,10 +9,8 @@ size and SHA-256 of every member. It is written under a temporary name and renam
 complete, so a file with the final name is always a whole backup.
 
 The temporary name is `.<archive name>.partial`, with the database snapshot in a scratch
-directory `.<archive name>.partial.d` beside it; the run holds an flock on the partial file. A
-killed run leaves both behind: the next backup into the same directory deletes those of its own
-archive name and of every dated `foya-backup-<stamp>.tar`, but only when no running backup holds
-the lock, and never any other file.
+directory beside it; what a killed run leaves there is cleared by the next backup into the same
+directory (app.ops.backup_tree has the rules).
 """
 
 from __future__ import annotations
@@ -24,21 +22,21 @@ import hashlib
 import io
 import json
 import os
-import re
 import shutil
 import stat
 import tarfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Literal, NotRequired, TypedDict
 
 from app import __version__
 from app.errors import FoyaError
 from app.failpoints import failpoint
 from app.files import LOCK_NAME, fsync_dir, write_json_atomic
 from app.metrics import BACKUP_STATUS_FILE
+from app.ops.backup_tree import partial_paths, remove_stale_partials, sources
 from app.store import DB_NAME
 from app.store.backup import snapshot
 
@@ -55,13 +53,13 @@ CHUNK = 1024 * 1024
 # Files up to this size are read whole before they are archived, so a file rewritten during
 # the backup is still archived as one consistent version.
 WHOLE_FILE = 64 * 1024 * 1024
-PARTIAL, SCRATCH = ".partial", ".partial.d"
-_DATED_PARTIAL = re.compile(r"\.foya-backup-\d{8}T\d{6}Z\.tar\.partial")
 
 Progress = Callable[[int, int], None]  # (bytes done, bytes in all)
 
 
 class BackupFailed(FoyaError):
+    """A backup not written: a bad destination, or a file that changed while it was read."""
+
     code = "backup_failed"
 
 
@@ -76,34 +74,34 @@ class Report:
     head_seq: int
     seconds: float
     notes: list[str] = field(default_factory=list)
+    refusals: list[str] = field(default_factory=list)  # what would refuse the real restore
+
+
+class Member(TypedDict):
+    """One member of the archive as the manifest records it."""
+
+    path: str
+    mode: int
+    type: Literal["dir", "symlink", "file"]
+    target: NotRequired[str]  # a symlink's
+    size: NotRequired[int]  # a file's, with its digest
+    sha256: NotRequired[str]
+
+
+class Manifest(TypedDict):
+    """`manifest.json`, the last member: what the archive holds and what made it."""
+
+    format: str
+    format_version: int
+    foya_version: str
+    schema_version: int
+    head_seq: int
+    created_at: str
+    members: list[Member]
 
 
 def _now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-
-
-def _sources(
-    root: Path, prefix: str, skipped: frozenset[str] = frozenset()
-) -> Iterator[tuple[str, Path, os.stat_result]]:
-    """(archive name, path, lstat) of every directory, regular file and symlink under `root`
-    (except the top-level names in `skipped`), parents before children; sockets, FIFOs and
-    devices are not data. What vanishes meanwhile is left out."""
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames.sort()
-        here = Path(dirpath)
-        rel = here.relative_to(root)
-        if rel != Path("."):
-            yield f"{prefix}/{rel.as_posix()}", here, here.lstat()
-        for name in sorted(filenames) + [d for d in dirnames if (here / d).is_symlink()]:
-            path = here / name
-            if here == root and name in skipped:
-                continue
-            try:
-                st = path.lstat()
-            except FileNotFoundError:
-                continue
-            if stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode):
-                yield f"{prefix}/{path.relative_to(root).as_posix()}", path, st
 
 
 class _Writer:
@@ -111,7 +109,7 @@ class _Writer:
 
     def __init__(self, tar: tarfile.TarFile, total: int, progress: Progress | None) -> None:
         self.tar = tar
-        self.members: list[dict[str, Any]] = []
+        self.members: list[Member] = []
         self.done, self.total, self.progress = 0, total, progress
 
     def add(self, name: str, path: Path, st: os.stat_result) -> None:
@@ -123,16 +121,16 @@ class _Writer:
     def _add(self, name: str, path: Path, st: os.stat_result) -> None:
         info = tarfile.TarInfo(name)
         info.mode, info.mtime = stat.S_IMODE(st.st_mode), int(st.st_mtime)
-        entry: dict[str, Any] = {"path": name, "mode": info.mode}
         if stat.S_ISDIR(st.st_mode):
             info.type = tarfile.DIRTYPE
             self.tar.addfile(info)
-            self.members.append({**entry, "type": "dir"})
+            self.members.append(Member(path=name, mode=info.mode, type="dir"))
             return
         if stat.S_ISLNK(st.st_mode):
             info.type, info.linkname = tarfile.SYMTYPE, os.readlink(path)
             self.tar.addfile(info)
-            self.members.append({**entry, "type": "symlink", "target": info.linkname})
+            member = Member(path=name, mode=info.mode, type="symlink", target=info.linkname)
+            self.members.append(member)
             return
         with open(path, "rb") as f:
             size = os.fstat(f.fileno()).st_size
@@ -146,7 +144,9 @@ class _Writer:
                 info.size = size
                 self.tar.addfile(info, _Hashing(f, size, digest, name))
         self.members.append(
-            {**entry, "type": "file", "size": info.size, "sha256": digest.hexdigest()}
+            Member(
+                path=name, mode=info.mode, type="file", size=info.size, sha256=digest.hexdigest()
+            )
         )
         self.done += info.size
         if self.progress is not None:
@@ -186,37 +186,6 @@ def archive_path(dest: str | os.PathLike[str]) -> Path:
     return path
 
 
-def remove_stale_partials(archive: Path) -> list[Path]:
-    """Delete what killed backups left beside `archive`: the partial file (and its scratch
-    directory) of `archive` itself and of any dated backup, unless a running backup holds it.
-    Returns the partial files removed."""
-    own = f".{archive.name}{PARTIAL}"
-    removed = []
-    with os.scandir(archive.parent) as entries:
-        found = [
-            Path(e.path)
-            for e in entries
-            if (e.name == own or _DATED_PARTIAL.fullmatch(e.name))
-            and e.is_file(follow_symlinks=False)
-        ]
-    for partial in found:
-        try:
-            fd = os.open(partial, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        except OSError:
-            continue
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                continue  # a backup is writing it right now
-            shutil.rmtree(partial.with_name(partial.name + ".d"), ignore_errors=True)
-            partial.unlink(missing_ok=True)
-            removed.append(partial)
-        finally:
-            os.close(fd)
-    return removed
-
-
 def backup(
     data_dir: Path,
     dest: str | os.PathLike[str],
@@ -236,41 +205,44 @@ def backup(
         raise BackupFailed("the backup must be written outside the data directory it copies")
     if archive.exists():
         raise BackupFailed(f"{archive} exists; choose another name")
-    sources = list(_sources(data_dir, DATA, SKIPPED))
+    found = list(sources(data_dir, DATA, SKIPPED))
     if home is not None and home.is_dir():
-        sources += [(HOME, home, home.lstat()), *_sources(home, HOME)]
-    total = sum(st.st_size for _, _, st in sources if stat.S_ISREG(st.st_mode))
+        found += [(HOME, home, home.lstat()), *sources(home, HOME)]
+    total = sum(st.st_size for _, _, st in found if stat.S_ISREG(st.st_mode))
     total += (data_dir / DB_NAME).stat().st_size
     remove_stale_partials(archive)
-    partial = archive.with_name(f".{archive.name}{PARTIAL}")
-    scratch = archive.with_name(f".{archive.name}{SCRATCH}")
+    manifest = _write(archive, data_dir, found, total, progress)
+    size = archive.stat().st_size
+    write_json_atomic(
+        data_dir / BACKUP_STATUS_FILE,
+        {
+            "last_success_at": manifest["created_at"],
+            "last_success_unix": time.time(),
+            "archive": str(archive),
+            "bytes": size,
+            "head_seq": manifest["head_seq"],
+        },
+    )
+    elapsed = time.monotonic() - started
+    return Report(archive, None, len(manifest["members"]), size, manifest["head_seq"], elapsed)
+
+
+Source = tuple[str, Path, os.stat_result]  # (archive name, path, lstat)
+
+
+def _write(
+    archive: Path, data_dir: Path, found: list[Source], total: int, progress: Progress | None
+) -> Manifest:
+    """Write the archive under its partial name, then rename it to `archive`; the partial file
+    is locked while it is written and removed if the run fails."""
+    partial, scratch = partial_paths(archive)
     fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
     lock = os.dup(fd)  # the same open file: the lock outlives `out` until the rename is done
     try:
         fcntl.flock(lock, fcntl.LOCK_EX)
         scratch.mkdir(mode=0o700)
         with os.fdopen(fd, "wb") as out:
-            copy = scratch / DB_NAME
-            info = snapshot(data_dir / DB_NAME, copy)
-            with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
-                writer = _Writer(tar, total, progress)
-                writer.add(DATA, data_dir, data_dir.lstat())
-                writer.add(f"{DATA}/{DB_NAME}", copy, copy.stat())
-                for name, path, st in sources:
-                    writer.add(name, path, st)
-                manifest = {
-                    "format": FORMAT,
-                    "format_version": FORMAT_VERSION,
-                    "foya_version": __version__,
-                    "schema_version": info.schema_version,
-                    "head_seq": info.head_seq,
-                    "created_at": _now(),
-                    "members": writer.members,
-                }
-                body = json.dumps(manifest, indent=1).encode()
-                entry = tarfile.TarInfo(MANIFEST)
-                entry.size, entry.mode, entry.mtime = len(body), 0o600, int(time.time())
-                tar.addfile(entry, io.BytesIO(body))
+            manifest = _archive(out, data_dir, scratch, found, total, progress)
             out.flush()
             os.fsync(out.fileno())
         failpoint("backup_written")
@@ -282,17 +254,37 @@ def backup(
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
         os.close(lock)
-    size = archive.stat().st_size
-    write_json_atomic(
-        data_dir / BACKUP_STATUS_FILE,
-        {
-            "last_success_at": manifest["created_at"],
-            "last_success_unix": time.time(),
-            "archive": str(archive),
-            "bytes": size,
-            "head_seq": info.head_seq,
-        },
-    )
-    return Report(
-        archive, None, len(writer.members), size, info.head_seq, time.monotonic() - started
-    )
+    return manifest
+
+
+def _archive(
+    out: IO[bytes],
+    data_dir: Path,
+    scratch: Path,
+    found: list[Source],
+    total: int,
+    progress: Progress | None,
+) -> Manifest:
+    """The tar itself: the data dir, a snapshot of its database, the rest, then the manifest."""
+    copy = scratch / DB_NAME
+    info = snapshot(data_dir / DB_NAME, copy)
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        writer = _Writer(tar, total, progress)
+        writer.add(DATA, data_dir, data_dir.lstat())
+        writer.add(f"{DATA}/{DB_NAME}", copy, copy.stat())
+        for name, path, st in found:
+            writer.add(name, path, st)
+        manifest = Manifest(
+            format=FORMAT,
+            format_version=FORMAT_VERSION,
+            foya_version=__version__,
+            schema_version=info.schema_version,
+            head_seq=info.head_seq,
+            created_at=_now(),
+            members=writer.members,
+        )
+        body = json.dumps(manifest, indent=1).encode()
+        entry = tarfile.TarInfo(MANIFEST)
+        entry.size, entry.mode, entry.mtime = len(body), 0o600, int(time.time())
+        tar.addfile(entry, io.BytesIO(body))
+    return manifest

@@ -20,6 +20,7 @@ from typing import Any, TextIO
 
 import httpx
 
+from app.jsontypes import JSONObject
 from app.ops.rest import FAILED, OK, UNREACHABLE, KernelError, Target, Unreachable, kernel_error
 from app.ops.rest import unreachable as no_answer
 
@@ -128,7 +129,7 @@ class Exec:
         self.note("foya: the kernel closed the event stream before the turn finished")
         return UNREACHABLE
 
-    def handle(self, kind: str, event: dict[str, Any]) -> int | None:
+    def handle(self, kind: str, event: JSONObject) -> int | None:
         """React to one event; an exit code once this run's turn is complete."""
         payload: Any = event.get("payload")
         if self.run_id is None:
@@ -178,7 +179,7 @@ class Exec:
             self.write("\n")
         self.printed = ""
 
-    def approve(self, request: dict[str, Any]) -> None:
+    def approve(self, request: JSONObject) -> None:
         what = describe(request)
         if self.opts.approve_all:
             decision = "approved"
@@ -207,7 +208,7 @@ class Exec:
         checked(self.http.post(f"/sessions/{self.session}/cancel"))
 
 
-def describe(request: dict[str, Any]) -> str:
+def describe(request: JSONObject) -> str:
     """An approval request in a few words: the tool, what it does when that is not its name
     (`edit (write)`, `bash (execute)`), and what it touches."""
     tool, action = str(request.get("tool_name")), str(request.get("action"))

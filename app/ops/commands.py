@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
+from app.jsontypes import JSONObject
 from app.ops.rest import FAILED, OK, UNREACHABLE, KernelError, Rest, Target, Unreachable
 
 TOOL_LINES = 3  # lines of a tool's output `foya history` shows
@@ -118,7 +119,7 @@ def history(session: str) -> Command:
     return command
 
 
-def _message(m: dict[str, Any]) -> str:
+def _message(m: JSONObject) -> str:
     role, seq = str(m.get("role")), m.get("event_seq")
     text = _text(m.get("content"))
     if role == "tool":
@@ -181,7 +182,7 @@ def rewind(session: str, message_seq: int, *, yes: bool, stdin: TextIO) -> Comma
     return command
 
 
-def _files(con: Console, files: list[dict[str, Any]], title: str) -> None:
+def _files(con: Console, files: list[JSONObject], title: str) -> None:
     if not files:
         con.line(f"{title}: none")
         return

@@ -16,7 +16,7 @@ from typing import Annotated
 
 import typer
 
-from app.ops.client_cli import Client, client_flags, fail
+from app.ops.client_flags import Client, client_flags, fail
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 ProjectOpt = Annotated[

@@ -1,6 +1,6 @@
-"""`foya rules` and `memory`: thin clients of the context routes (reference §1 "Projects,
-context, skills, commands"), as `app.ops.commands` are of the session routes; `foya skills` is
-in app.ops.skill_commands and shares the helpers here.
+"""`foya rules` and `memory`: thin clients of the context routes (`/rules`, `/memories`), as
+`app.ops.commands` are of the session routes; `foya skills` is in app.ops.skill_commands and
+shares the helpers here.
 
 Foya's CLI has `rules list|add|edit|delete`, `memory status|enable|disable|show|set|clear` and
 `skills list|enable|disable`, each taking `--project ID` for a project's scope (else global), and
@@ -20,12 +20,12 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Sequence
 from pathlib import Path, PurePath, PurePosixPath
-from typing import Any
 
+from app.jsontypes import JSONObject
 from app.ops.commands import Command, Console
 from app.ops.rest import FAILED, OK, Rest, Target
 
-Item = dict[str, Any]
+Item = JSONObject
 
 
 def _scope(project: str | None) -> dict[str, str]:

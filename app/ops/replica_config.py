@@ -23,7 +23,7 @@ import os
 import shutil
 import sys
 from pathlib import Path
-from typing import Any
+from typing import NotRequired, TypedDict
 from urllib.parse import SplitResult, urlsplit, urlunsplit
 
 from app.errors import ConfigError
@@ -42,6 +42,28 @@ SYNC_INTERVAL = "1s"
 #: At stop, Litestream's last attempt to reach the replica ends in time for our 10 s wait.
 SHUTDOWN_SYNC_TIMEOUT = "5s"
 _FLAG = "--replicate (FOYA_REPLICA_URL)"
+
+#: An sftp replica's settings beside its URL, as Litestream names them.
+ReplicaOptions = TypedDict(
+    "ReplicaOptions", {"key-path": NotRequired[str], "host-key": NotRequired[str]}
+)
+#: One replica of a database in Litestream's config: its URL and settings.
+Replica = TypedDict(
+    "Replica",
+    {
+        "url": str,
+        "sync-interval": NotRequired[str],
+        "key-path": NotRequired[str],
+        "host-key": NotRequired[str],
+    },
+)
+
+
+class Database(TypedDict):
+    """One entry of Litestream's `dbs`: a database file and where it is replicated."""
+
+    path: str
+    replica: Replica
 
 
 def parse_url(url: str, protected: tuple[Path, ...] = (), flag: str = _FLAG) -> SplitResult:
@@ -84,11 +106,11 @@ def redact(url: str) -> str:
     return mask_url(url)
 
 
-def replica_options(url: str, settings: Settings) -> dict[str, Any]:
+def replica_options(url: str, settings: Settings) -> ReplicaOptions:
     """The replica settings Litestream needs beside the URL (sftp: key file and host key)."""
     if urlsplit(url).scheme != "sftp":
         return {}
-    options: dict[str, Any] = {}
+    options: ReplicaOptions = {}
     key = settings.replica_sftp_key
     default = Path.home() / ".ssh" / "id_ed25519"
     if key is None and default.is_file():
@@ -164,15 +186,28 @@ def socket_path(data_dir: Path) -> Path:
 
 
 def databases(
-    url: str, options: dict[str, Any], db: Path, files_db: Path, **extra: Any
-) -> list[dict[str, Any]]:
+    url: str,
+    options: ReplicaOptions,
+    db: Path,
+    files_db: Path,
+    *,
+    sync_interval: str | None = None,
+) -> list[Database]:
     """Litestream's `dbs`: the database `db` replicated to `<url>/db` and the files snapshot
-    `files_db` to `<url>/files`, each replica with `options` (`replica_options`) and `extra`."""
+    `files_db` to `<url>/files`, each replica with `options` (`replica_options`) and, if
+    given, `sync_interval`."""
     urls = replica_urls(url)
-    return [
-        {"path": str(path), "replica": {"url": urls[name], **extra, **options}}
-        for name, path in (("db", db), ("files", files_db))
-    ]
+    found: list[Database] = []
+    for name, path in (("db", db), ("files", files_db)):
+        replica: Replica = {"url": urls[name]}
+        if sync_interval is not None:
+            replica["sync-interval"] = sync_interval
+        if "key-path" in options:
+            replica["key-path"] = options["key-path"]
+        if "host-key" in options:
+            replica["host-key"] = options["host-key"]
+        found.append({"path": str(path), "replica": replica})
+    return found
 
 
 def write_config(settings: Settings, url: str) -> Path:
@@ -187,7 +222,7 @@ def write_config(settings: Settings, url: str) -> Path:
             replica_options(url, settings),
             data_dir / DB_NAME,
             data_dir / FILES_DB,
-            **{"sync-interval": SYNC_INTERVAL},
+            sync_interval=SYNC_INTERVAL,
         ),
     }
     path = data_dir / REPLICA_DIR / CONFIG_NAME

@@ -14,7 +14,6 @@ deleted), a data dir a kernel holds is refused, an existing non-empty ~/.foya is
 from __future__ import annotations
 
 import datetime as dt
-import os
 import re
 import subprocess
 import tempfile
@@ -27,13 +26,13 @@ from urllib.parse import urlsplit
 from app.errors import FoyaError
 from app.files import write_json_atomic
 from app.ops import replica_config
-from app.ops.restore import (
+from app.ops.restore_place import (
     Move,
     RestoreRefused,
     discard_staging,
     existing_ancestor,
-    hold_if_locked,
     nonempty,
+    preflight,
     put_in_place,
     stage_beside,
 )
@@ -57,6 +56,8 @@ class ReplicaReport:
     files: int
     seconds: float
     notes: list[str] = field(default_factory=list)
+    #: What would refuse the real restore (a dry run goes on and lists them).
+    refusals: list[str] = field(default_factory=list)
 
 
 def parse_timestamp(text: str) -> str:
@@ -96,19 +97,7 @@ def restore_from_replica(
     binary = replica_config.litestream_binary(settings.litestream_bin, flag="--from-replica")
     options = replica_config.replica_options(url, settings)
     data_dir = settings.data_dir.resolve()
-    refusals = []
-    if nonempty(data_dir) and not replace:
-        refusals.append(f"{data_dir} is not empty; pass --replace to move it aside")
-    lock = None
-    if data_dir.is_dir():
-        try:
-            lock = hold_if_locked(data_dir)
-        except RestoreRefused as exc:
-            refusals.append(exc.message)
-    if refusals and not dry_run:
-        if lock is not None:
-            os.close(lock)
-        raise RestoreRefused(refusals[0])
+    refusals, lock = preflight(data_dir, replace=replace, dry_run=dry_run)
     # Private (0700) and on the target's file system, so putting it in place is a rename.
     scratch = Path(
         tempfile.mkdtemp(
@@ -143,9 +132,9 @@ def restore_from_replica(
         else:
             say(f"putting {data_dir} in place")
             notes += put_in_place(moves)
-        return ReplicaReport(
-            None if dry_run else data_dir, head_seq, written, time.monotonic() - started, notes
-        )
+        seconds = time.monotonic() - started
+        target = None if dry_run else data_dir
+        return ReplicaReport(target, head_seq, written, seconds, notes, refusals)
     finally:
         discard_staging(scratch, moves, lock)
 

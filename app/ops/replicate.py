@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from app.errors import ConfigError
+from app.jsontypes import JSONObject
 from app.logs import Throttle, get_logger
 from app.metrics import ReplicationStatus
 from app.ops import replica_config
@@ -247,7 +248,7 @@ def _forward(stream: IO[bytes]) -> None:
         try:
             # Its lines may repeat a key ("level" is also a compaction level): first one wins.
             pairs: list[tuple[str, Any]] = json.loads(line, object_pairs_hook=list)
-            record: dict[str, Any] = {}
+            record: JSONObject = {}
             for key, value in pairs:
                 record.setdefault(key, value)
             level, msg = str(record.pop("level", "")), str(record.pop("msg", ""))

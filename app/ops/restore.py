@@ -4,38 +4,41 @@ A restore verifies before it touches anything: the manifest's versions (an archi
 newer than this code is refused), every member against its hash and type (no absolute paths,
 no `..`, nothing written through a link), and SQLite's integrity check of the database. It
 unpacks beside the target and only then renames it into place; an existing target is moved
-aside (with `replace`), never deleted, and a target a kernel holds is refused. A dry run
-verifies the same way and reports what would stop the real restore.
+aside (with `replace`), never deleted, and a target a kernel holds is refused (those rules, and
+`RestoreRefused`, are in app.ops.restore_place). A dry run verifies the same way and reports
+what would stop the real restore: the command then exits 2, as the real one would fail.
 """
 
 from __future__ import annotations
 
-import datetime as dt
-import fcntl
 import hashlib
 import json
 import os
-import shutil
 import tarfile
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any
 
-from app.errors import FoyaError
-from app.files import LOCK_NAME, fsync_dir
+from app.jsontypes import JSONObject
 from app.ops.backup import CHUNK, DATA, FORMAT, FORMAT_VERSION, HOME, MANIFEST, Progress, Report
+from app.ops.restore_place import (
+    Move,
+    RestoreRefused,
+    discard_staging,
+    existing_ancestor,
+    nonempty,
+    preflight,
+    put_in_place,
+    stage_beside,
+)
 from app.store import DB_NAME
 from app.store.backup import inspect
 from app.store.schema import VERSION as SCHEMA_VERSION
 
 
-class RestoreRefused(FoyaError):
-    code = "restore_refused"
-
-
-def _manifest(tar: tarfile.TarFile) -> dict[str, Any]:
+def _manifest(tar: tarfile.TarFile) -> JSONObject:
+    # Untyped JSON on purpose: an archive may come from anywhere, so each field is checked
+    # where it is used rather than trusted to be the `Manifest` a backup writes.
     try:
         member = tar.getmember(MANIFEST)
         raw = tar.extractfile(member)
@@ -69,7 +72,7 @@ def _safe_name(name: str) -> PurePosixPath:
 
 
 def _unpack(
-    tar: tarfile.TarFile, manifest: dict[str, Any], into: Path, progress: Progress | None
+    tar: tarfile.TarFile, manifest: JSONObject, into: Path, progress: Progress | None
 ) -> int:
     """Extract and verify every member into `into`; return the bytes written."""
     expected = {m["path"]: m for m in manifest.get("members", []) if isinstance(m, dict)}
@@ -113,7 +116,7 @@ def _unpack(
 
 
 def _write_verified(
-    tar: tarfile.TarFile, member: tarfile.TarInfo, path: Path, want: dict[str, Any], mode: int
+    tar: tarfile.TarFile, member: tarfile.TarInfo, path: Path, want: JSONObject, mode: int
 ) -> int:
     source = tar.extractfile(member)
     assert source is not None
@@ -128,85 +131,6 @@ def _write_verified(
     if digest.hexdigest() != want.get("sha256"):
         raise RestoreRefused(f"{member.name} does not match its SHA-256 in the manifest")
     return member.size
-
-
-def hold_if_locked(data_dir: Path) -> int | None:
-    """Take the data dir's kernel lock without writing to it; refuse if a kernel holds it."""
-    lock = data_dir / LOCK_NAME
-    try:
-        fd = os.open(lock, os.O_RDONLY | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        raise RestoreRefused(f"a foya kernel is running on {data_dir}; stop it first") from None
-    return fd
-
-
-def nonempty(path: Path) -> bool:
-    return path.exists() and (not path.is_dir() or any(path.iterdir()))
-
-
-def existing_ancestor(path: Path) -> Path:
-    while not path.exists():
-        path = path.parent
-    return path
-
-
-@dataclass
-class Move:
-    """One directory to put in place: staged beside its target (same file system), then
-    renamed; undone by renaming back."""
-
-    staged: Path
-    target: Path
-    aside: Path | None = None
-    done: bool = False
-
-    def apply(self) -> None:
-        if nonempty(self.target):
-            self.aside = _aside_name(self.target)
-            os.rename(self.target, self.aside)
-        elif self.target.is_dir():
-            self.target.rmdir()
-        self.target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        os.rename(self.staged, self.target)
-        self.done = True
-        fsync_dir(self.target.parent)
-
-    def undo(self) -> None:
-        if self.done:
-            os.rename(self.target, self.staged)
-        if self.aside is not None:
-            os.rename(self.aside, self.target)
-
-
-def put_in_place(moves: list[Move]) -> list[str]:
-    """Rename every staged directory into place, or none of them; return notes naming the
-    targets after the first and where each previous target was kept."""
-    # One flush of everything written instead of an fsync per file (half the time of a
-    # restore went there), before anything is renamed into place.
-    os.sync()
-    try:
-        for move in moves:
-            move.apply()
-    except BaseException:
-        for move in reversed(moves):
-            move.undo()  # every target as it was
-        raise
-    notes = [f"restored {m.target}" for m in moves[1:]]
-    return notes + [f"the previous {m.target} is kept at {m.aside}" for m in moves if m.aside]
-
-
-def _aside_name(target: Path) -> Path:
-    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-    for n in range(1, 1000):
-        aside = target.with_name(f"{target.name}.replaced-{stamp}" + (f"-{n}" if n > 1 else ""))
-        if not aside.exists():
-            return aside
-    raise RestoreRefused(f"cannot find a free name to move {target} aside")
 
 
 def restore(
@@ -224,19 +148,7 @@ def restore(
     started = time.monotonic()
     data_dir = data_dir.resolve()
     notes: list[str] = []
-    refusals = []
-    if nonempty(data_dir) and not replace:
-        refusals.append(f"{data_dir} is not empty; pass --replace to move it aside")
-    if refusals and not dry_run:
-        raise RestoreRefused(refusals[0])
-    lock = None
-    if data_dir.is_dir():
-        try:
-            lock = hold_if_locked(data_dir)
-        except RestoreRefused as exc:
-            if not dry_run:
-                raise
-            refusals.append(exc.message)
+    refusals, lock = preflight(data_dir, replace=replace, dry_run=dry_run)
     # Unpacked on the target's file system, so putting it in place is a rename.
     scratch = Path(
         tempfile.mkdtemp(
@@ -278,24 +190,7 @@ def restore(
             info.head_seq,
             time.monotonic() - started,
             notes,
+            refusals,
         )
     finally:
         discard_staging(scratch, moves, lock)
-
-
-def discard_staging(scratch: Path, moves: list[Move], lock: int | None) -> None:
-    """Remove a restore's scratch directory and the staging of all but the data directory
-    (renamed into place, or never), and release the data directory's lock."""
-    shutil.rmtree(scratch, ignore_errors=True)
-    for move in moves[1:]:
-        shutil.rmtree(move.staged.parent, ignore_errors=True)
-    if lock is not None:
-        os.close(lock)
-
-
-def stage_beside(source: Path, target: Path) -> Path:
-    """A copy of `source` in a new directory beside `target` (same file system as `target`)."""
-    base = existing_ancestor(target.parent)
-    staged = Path(tempfile.mkdtemp(prefix=f".{target.name}.restore-", dir=base)) / "tree"
-    shutil.copytree(source, staged, symlinks=True)
-    return staged

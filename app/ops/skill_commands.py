@@ -1,4 +1,4 @@
-"""`foya skills`: a thin client of the skill routes (reference §1 "Skills"), in Foya's wire
+"""`foya skills`: a thin client of the skill routes (`/skills`), in Foya's wire
 shape: each skill has `ref` (`global:<name>`, `project:<id>:<name>`, `builtin:<name>`), `name`,
 `description`, `scope`, `enabled`, `pinned`, and the SKILL.md it was read from (`main_path`, or
 `path`) unless it is built in. Printing, errors and `edit-path` as in app.ops.context_commands.

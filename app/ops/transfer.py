@@ -17,10 +17,11 @@ import secrets
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from app import __version__
 from app.imports.model import ImportBundle, Progress
+from app.jsontypes import JSONObject
 from app.ops.client import checked, http_client
 from app.ops.rest import Target
 
@@ -44,7 +45,7 @@ def upload(
     file: IO[bytes],
     fields: dict[str, str],
     progress: Progress | None,
-) -> dict[str, Any]:
+) -> JSONObject:
     """POST `file` and `fields` to /imports as multipart/form-data; the kernel's summary."""
     size = file.seek(0, os.SEEK_END)
     file.seek(0)
@@ -75,7 +76,7 @@ def upload(
     }
     with http_client(target) as client:
         response = client.post("/imports", content=body(), headers=headers, timeout=UPLOAD_TIMEOUT)
-        answer: dict[str, Any] = checked(response).json()
+        answer: JSONObject = checked(response).json()
         return answer
 
 
@@ -104,7 +105,7 @@ def download(target: Target, path: str, dest: Path, progress: Progress | None) -
     return written
 
 
-def merge_report(summary: dict[str, Any], bundle: ImportBundle | None) -> dict[str, Any]:
+def merge_report(summary: JSONObject, bundle: ImportBundle | None) -> JSONObject:
     """The kernel's summary with what the local parse skipped and warned about."""
     if bundle is None:
         return summary
@@ -115,7 +116,7 @@ def merge_report(summary: dict[str, Any], bundle: ImportBundle | None) -> dict[s
     return {**summary, "skipped": skipped, "warnings": warnings}
 
 
-def describe(summary: dict[str, Any]) -> list[str]:
+def describe(summary: JSONObject) -> list[str]:
     """The summary as lines for a person."""
     lines = [
         f"sessions: {summary['sessions_created']} new, {summary['sessions_updated']} updated, "

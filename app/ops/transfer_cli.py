@@ -12,15 +12,39 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Annotated, Any, NoReturn
+from typing import IO, TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
-from app.ops.client_cli import Client, client_flags, fail
+from app.ops.client_flags import Client, client_flags, fail
 from app.ops.progress import Progress
+
+if TYPE_CHECKING:
+    from app.imports.model import ImportBundle
 
 PASSPHRASE_ENV = "FOYA_IMPORT_PASSPHRASE"  # noqa: S105 (a variable name)
 PASSPHRASE_INSTEAD = f"give `--passphrase -` and type it on stdin, or set {PASSPHRASE_ENV}"
+
+
+PassphraseOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--passphrase",
+        metavar="TEXT",
+        help=f"An encrypted ChatBuddy backup's passphrase: only `-`, which reads it "
+        f"from stdin (else ${PASSPHRASE_ENV}).",
+    ),
+]
+WithKeysOpt = Annotated[
+    bool, typer.Option("--with-keys", help="Also import providers as connections, keys too.")
+]
+ImagesDirOpt = Annotated[
+    Path | None, typer.Option("--images-dir", metavar="DIR", help="ChatBuddy's images/ folder.")
+]
+ProjectIdOpt = Annotated[
+    str | None,
+    typer.Option("--project-id", metavar="ID", help="Put the sessions (and rules) in it."),
+]
 
 
 def _refused(message: str) -> NoReturn:
@@ -53,26 +77,10 @@ def import_(
     path: Annotated[Path, typer.Argument(metavar="PATH", hidden=True)],
     *,
     client: Client,
-    passphrase: Annotated[
-        str | None,
-        typer.Option(
-            "--passphrase",
-            metavar="TEXT",
-            help=f"An encrypted ChatBuddy backup's passphrase: only `-`, which reads it "
-            f"from stdin (else ${PASSPHRASE_ENV}).",
-        ),
-    ] = None,
-    with_keys: Annotated[
-        bool, typer.Option("--with-keys", help="Also import providers as connections, keys too.")
-    ] = False,
-    images_dir: Annotated[
-        Path | None,
-        typer.Option("--images-dir", metavar="DIR", help="ChatBuddy's images/ folder."),
-    ] = None,
-    project_id: Annotated[
-        str | None,
-        typer.Option("--project-id", metavar="ID", help="Put the sessions (and rules) in it."),
-    ] = None,
+    passphrase: PassphraseOpt = None,
+    with_keys: WithKeysOpt = False,
+    images_dir: ImagesDirOpt = None,
+    project_id: ProjectIdOpt = None,
 ) -> None:
     """Import another tool's history or a Foya export.
 
@@ -80,9 +88,7 @@ def import_(
     a folder of them) or foya (PATH: an archive of `foya export`). All or nothing; importing
     the same thing again adds only what is new.
     """
-    from app.errors import FoyaError
-    from app.imports import sources
-    from app.imports.model import SOURCES
+    from app.imports.sources import SOURCES
     from app.ops import transfer
 
     if source not in SOURCES:
@@ -95,21 +101,7 @@ def import_(
     if passphrase == STDIN:
         passphrase = sys.stdin.readline().rstrip("\n")
     passphrase = passphrase or os.environ.get(PASSPHRASE_ENV) or None
-    bundle = None
-    file: IO[bytes]
-    with Progress(f"reading {source}") as progress:
-        try:
-            if source == "foya":
-                file = path.open("rb")
-            else:
-                bundle = sources.parse(
-                    source, path, passphrase=passphrase, images_dir=images_dir, progress=progress
-                )
-                file = transfer.bundle_file(bundle)
-        except FoyaError as exc:
-            _refused(exc.message)
-        except OSError as exc:
-            _refused(f"cannot read {path}: {exc.strerror or exc}")
+    file, bundle = _read(source, path, passphrase, images_dir)
     fields = {"source": "foya", "with_keys": "true" if with_keys else "false"}
     if project_id:
         fields["project_id"] = project_id
@@ -121,6 +113,29 @@ def import_(
     else:
         for line in transfer.describe(summary):
             typer.echo(line)
+
+
+def _read(
+    source: str, path: Path, passphrase: str | None, images_dir: Path | None
+) -> tuple[IO[bytes], ImportBundle | None]:
+    """What to upload: a Foya archive as it is, else the source parsed here into a bundle (and
+    that bundle, whose local skips join the kernel's summary); exit 1 on a bad source."""
+    from app.errors import FoyaError
+    from app.imports import sources
+    from app.ops import transfer
+
+    with Progress(f"reading {source}") as progress:
+        try:
+            if source == "foya":
+                return path.open("rb"), None
+            bundle = sources.parse(
+                source, path, passphrase=passphrase, images_dir=images_dir, progress=progress
+            )
+            return transfer.bundle_file(bundle), bundle
+        except FoyaError as exc:
+            _refused(exc.message)
+        except OSError as exc:
+            _refused(f"cannot read {path}: {exc.strerror or exc}")
 
 
 @client_flags(json=False)

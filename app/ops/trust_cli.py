@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from app.ops.client_cli import Client, client_flags, fail
+from app.ops.client_flags import Client, client_flags, fail
 
 if TYPE_CHECKING:
     from app.ops.commands import Command, Console

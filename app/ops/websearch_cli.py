@@ -14,11 +14,12 @@ most 3 results; `--provider ID` asks another one.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from app.ops.client_cli import Client, client_flags, fail
+from app.jsontypes import JSONObject
+from app.ops.client_flags import Client, client_flags, fail
 
 if TYPE_CHECKING:
     from app.ops.commands import Command, Console
@@ -120,7 +121,7 @@ def _show(rest: Rest, con: Console) -> int:
     return 0
 
 
-def _print(settings: dict[str, Any], con: Console) -> None:
+def _print(settings: JSONObject, con: Console) -> None:
     if con.as_json:
         con.data(settings)
         return
@@ -160,7 +161,7 @@ def _test(query: str, provider: str | None) -> Command:
     return command
 
 
-def _only(provider: dict[str, Any]) -> Command:
+def _only(provider: JSONObject) -> Command:
     def command(rest: Rest, con: Console) -> int:
         body = {"enabled": True, "default_provider": provider["id"], "providers": [provider]}
         _print(rest.call("PUT", "/web-search", body), con)

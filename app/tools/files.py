@@ -17,11 +17,11 @@ import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from app.events import FileChange
 from app.failpoints import failpoint
 from app.files import ProtectedPaths, new_file_mode, owner_of, replace_atomic
+from app.jsontypes import JSONObject
 from app.tools.base import (
     Action,
     FileIntent,
@@ -40,11 +40,11 @@ MAX_READ = 256 * 1024
 PROTECTED = (".git", ".foya", ".agents")
 
 
-def _path(args: dict[str, Any], ctx: ToolContext) -> Path:
+def _path(args: JSONObject, ctx: ToolContext) -> Path:
     return resolve(ctx, args.get("path", ""))
 
 
-def _entry(args: dict[str, Any], ctx: ToolContext) -> Path:
+def _entry(args: JSONObject, ctx: ToolContext) -> Path:
     """The directory entry itself: the parent resolved, a final symlink left as it is."""
     raw = args.get("path")
     if not isinstance(raw, str) or not raw:
@@ -98,15 +98,15 @@ class _FileTool:
     def __init__(self, protected: ProtectedPaths | None = None) -> None:
         self.protected = protected or ProtectedPaths()
 
-    def action(self, args: dict[str, Any]) -> Action:
+    def action(self, args: JSONObject) -> Action:
         return self.kind
 
-    def resource(self, args: dict[str, Any], ctx: ToolContext) -> Path | None:
+    def resource(self, args: JSONObject, ctx: ToolContext) -> Path | None:
         path = _path(args, ctx)
         refuse_protected(path, self.protected)
         return path
 
-    def _target(self, args: dict[str, Any], ctx: ToolContext) -> Path:
+    def _target(self, args: JSONObject, ctx: ToolContext) -> Path:
         path = self.resource(args, ctx)
         assert path is not None
         return path
@@ -125,7 +125,7 @@ class Read(_FileTool):
         ["path"],
     )
 
-    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+    async def run(self, args: JSONObject, ctx: ToolContext) -> ToolResult:
         path = self._target(args, ctx)
         data, _ = read_image(path)
         if data is None:
@@ -147,7 +147,7 @@ class Write(_FileTool):
         {"path": {"type": "string"}, "content": {"type": "string"}}, ["path", "content"]
     )
 
-    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+    async def run(self, args: JSONObject, ctx: ToolContext) -> ToolResult:
         path = self._target(args, ctx)
         content = args.get("content")
         if not isinstance(content, str):
@@ -179,7 +179,7 @@ class Edit(_FileTool):
         ["path", "old_string", "new_string"],
     )
 
-    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+    async def run(self, args: JSONObject, ctx: ToolContext) -> ToolResult:
         path = self._target(args, ctx)
         old, new = args.get("old_string"), args.get("new_string")
         if not isinstance(old, str) or not old or not isinstance(new, str):
@@ -210,12 +210,12 @@ class Delete(_FileTool):
 
     kind: Action = "delete"
 
-    def resource(self, args: dict[str, Any], ctx: ToolContext) -> Path | None:
+    def resource(self, args: JSONObject, ctx: ToolContext) -> Path | None:
         path = _entry(args, ctx)
         refuse_protected(path, self.protected)
         return path
 
-    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+    async def run(self, args: JSONObject, ctx: ToolContext) -> ToolResult:
         path = self._target(args, ctx)
         root = ctx.cwd.resolve()
         parts = path.relative_to(root).parts if path.is_relative_to(root) else path.parts

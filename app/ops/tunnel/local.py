@@ -1,11 +1,10 @@
-"""The local half of `foya tunnel`: reach a kernel on another machine through `ssh -L` (reference
-§5, SSH mode).
+"""The local half of `foya tunnel`: reach a kernel on another machine through `ssh -L`.
 
 Each (re)connection runs one `ssh <dest> sh -c <script>` that starts the remote kernel on the
 remote's loopback (`foya serve --listen 127.0.0.1:<port> --allow-plaintext`) unless something
 already listens there, then opens `ssh -N -L 127.0.0.1:<local>:127.0.0.1:<port>` and polls
 `GET /readyz` with the token through it. A 200 whose body says `ready` (not merely any 200: Caddy
-answers an empty 200 to unknown hosts, DESIGN §7) is reported once per connection through
+answers an empty 200 to unknown hosts) is reported once per connection through
 `on_ready`. When ssh exits, or the kernel stops answering, the tunnel reconnects with a capped
 exponential backoff; the remote kernel is detached (nohup, setsid, stdin from /dev/null, output to
 a log file) and outlives both ssh and this process.
@@ -31,13 +30,11 @@ which stops the kernel a tunnel started there. Exit codes: 0 stopped (or none wa
 from __future__ import annotations
 
 import contextlib
-import shlex
 import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -47,20 +44,12 @@ import httpx
 
 from app.ops.tunnel.config import TunnelConfig
 from app.ops.tunnel.remote import start_script, stop_script
+from app.ops.tunnel.ssh import last_line, refused, remote_sh, spawn, ssh_argv, terminate
 
 OK, FAILED, CONFIG = 0, 1, 2
 BACKOFF_FIRST, BACKOFF_MAX = 0.5, 10.0
 AUTH_FAILURES_MAX = 3  # consecutive ssh refusals after a drop before giving up
 PROBE_TIMEOUT = httpx.Timeout(5.0)
-# ssh options we rely on come before the user's (for each option ssh keeps the first value):
-# never prompt, and no shared master connection, so that ending our ssh ends the tunnel...
-FIXED_OPTIONS = ("-o", "BatchMode=yes", "-o", "ControlPath=none")
-# ...and the defaults of reference §5 after them, so the user's options can override these.
-DEFAULT_OPTIONS = (
-    "-o", "ConnectTimeout=10", "-o", "StrictHostKeyChecking=accept-new",
-    "-o", "ServerAliveInterval=15", "-o", "ServerAliveCountMax=3",
-)  # fmt: skip
-_AUTH_REFUSALS = ("Permission denied", "Host key verification failed", "IDENTIFICATION HAS CHANGED")
 
 
 class TunnelError(Exception):
@@ -147,7 +136,7 @@ class Tunnel:
             while not self.stop.is_set():
                 try:
                     self._ensure_kernel()
-                    with _spawn(self._tunnel_argv(), stdout=subprocess.DEVNULL) as (proc, errors):
+                    with spawn(self._tunnel_argv(), stdout=subprocess.DEVNULL) as (proc, errors):
                         self._proc, self._errors = proc, errors
                         if not self._await_ready(client, first=not ever_ready):
                             return
@@ -168,15 +157,15 @@ class Tunnel:
                 delay = min(delay * 2, BACKOFF_MAX)
 
     def _ensure_kernel(self) -> None:
-        argv = _remote_sh(self.config, start_script(self.config))
-        with _spawn(argv, stdout=subprocess.PIPE) as (proc, errors):
+        argv = remote_sh(self.config, start_script(self.config))
+        with spawn(argv, stdout=subprocess.PIPE) as (proc, errors):
             code = self._wait(proc, timeout=self.config.ready_timeout + 20)
             out = proc.stdout.read().decode(errors="replace") if proc.stdout else ""
-            err = _last_line(errors)
+            err = last_line(errors)
         if code is None:
             raise _Dropped(f"ssh {self.config.destination}: no answer to the start command")
         if code == 255:
-            raise _Dropped(f"ssh {self.config.destination}: {err}", _refused(err))
+            raise _Dropped(f"ssh {self.config.destination}: {err}", refused(err))
         if code != 0:
             raise TunnelError(f"{self.config.destination}: {err}", CONFIG)
         if out.strip():
@@ -184,7 +173,7 @@ class Tunnel:
 
     def _tunnel_argv(self) -> list[str]:
         forward = f"127.0.0.1:{self.local_port}:127.0.0.1:{self.config.remote_port}"
-        argv = _ssh(self.config, "-N", "-o", "ExitOnForwardFailure=yes", "-L", forward, "--")
+        argv = ssh_argv(self.config, "-N", "-o", "ExitOnForwardFailure=yes", "-L", forward, "--")
         return [*argv, self.config.destination]
 
     def _await_ready(self, client: httpx.Client, *, first: bool) -> bool:
@@ -199,7 +188,7 @@ class Tunnel:
             if time.monotonic() > deadline:
                 msg = f"{self.config.destination}: /readyz not ready within "
                 msg += f"{self.config.ready_timeout:g} s (last: {last}"
-                msg += f"; ssh: {_last_line(self._errors)})" if self._errors else ")"
+                msg += f"; ssh: {last_line(self._errors)})" if self._errors else ")"
                 if first:
                     raise TunnelError(msg + "; see the kernel log on the remote")
                 raise _Dropped(msg)
@@ -235,18 +224,18 @@ class Tunnel:
         proc, errors = self._proc, self._errors
         if proc is None or errors is None or proc.poll() is None:
             return
-        err = _last_line(errors)
+        err = last_line(errors)
         if "Address already in use" in err or "local forwarding" in err:
             raise TunnelError(f"local port {self.local_port}: {err}", CONFIG)
         code = proc.returncode
         how = f"killed by signal {-code}" if code < 0 else f"exit {code}"
-        raise _Dropped(f"tunnel closed (ssh {how}: {err})", _refused(err))
+        raise _Dropped(f"tunnel closed (ssh {how}: {err})", refused(err))
 
     def _wait(self, proc: subprocess.Popen[bytes], timeout: float) -> int | None:
         end = time.monotonic() + timeout
         while proc.poll() is None:
             if time.monotonic() > end or self.stop.wait(0.05):
-                _terminate(proc)
+                terminate(proc)
                 return None
         return proc.returncode
 
@@ -271,64 +260,19 @@ def stop_remote(
     if shutil.which(config.ssh) is None:
         print(f"foya tunnel: {config.ssh}: command not found", file=err, flush=True)
         return CONFIG
-    with _spawn(_remote_sh(config, stop_script(config)), stdout=subprocess.PIPE) as (proc, errors):
+    with spawn(remote_sh(config, stop_script(config)), stdout=subprocess.PIPE) as (proc, errors):
         try:
             code = proc.wait(timeout=60)
         except subprocess.TimeoutExpired:
             code = None
         out = proc.stdout.read().decode(errors="replace").strip() if proc.stdout else ""
-        message = _last_line(errors)
+        message = last_line(errors)
     if code == 0:
         on_done(out.splitlines()[-1] if out else "stopped")
         return OK
     where = f"ssh {config.destination}" if code in (None, 255) else config.destination
     print(f"foya tunnel: {where}: {message}", file=err, flush=True)
     return FAILED if code in (None, 255) else CONFIG
-
-
-def _ssh(config: TunnelConfig, *args: str) -> list[str]:
-    return [config.ssh, *FIXED_OPTIONS, *config.ssh_options, *DEFAULT_OPTIONS, *args]
-
-
-def _remote_sh(config: TunnelConfig, script: str) -> list[str]:
-    """ssh argv that runs `script` with sh on the remote (no forwardings, no terminal)."""
-    argv = _ssh(config, "-T", "-o", "ClearAllForwardings=yes", "--", config.destination)
-    return [*argv, f"sh -c {shlex.quote(script)}"]
-
-
-@contextlib.contextmanager
-def _spawn(argv: list[str], *, stdout: int) -> Iterator[tuple[subprocess.Popen[bytes], IO[bytes]]]:
-    with tempfile.TemporaryFile() as errors:
-        proc = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=stdout, stderr=errors, start_new_session=True
-        )
-        try:
-            yield proc, errors
-        finally:
-            _terminate(proc)
-            if proc.stdout:
-                proc.stdout.close()
-
-
-def _terminate(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=3)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
-def _last_line(stream: IO[bytes]) -> str:
-    stream.seek(0)
-    lines = [line.strip() for line in stream.read().decode(errors="replace").splitlines()]
-    useful = [line for line in lines if line and not line.startswith("Warning: Permanently")]
-    return useful[-1] if useful else "no message"
-
-
-def _refused(message: str) -> bool:
-    return any(marker in message for marker in _AUTH_REFUSALS)
 
 
 @contextlib.contextmanager
