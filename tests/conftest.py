@@ -3,13 +3,20 @@
 Kernels that tests only query are started together, once per session, by `fleet`: starting them
 side by side instead of one after another keeps the suite fast. Tests that stop, kill or refuse a
 kernel start their own through `spawn`.
+
+A test that runs past the per-test limit (`timeout` in pyproject.toml) fails as a timeout, never
+as whatever the code it interrupted made of the interruption.
 """
 
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterator
+import signal
+import threading
+from collections.abc import Generator, Iterator
 from pathlib import Path
+from types import FrameType
+from typing import Any
 
 import pytest
 from support.helpers import (
@@ -26,6 +33,64 @@ from support.helpers import (
     short_tmpdir,
     write_tls_pair,
 )
+
+
+class TimeLimitExceeded(BaseException):
+    """A test ran past its time limit.
+
+    A BaseException, so that neither an `except Exception` in the test nor Hypothesis takes it
+    for the test's own failure: pytest-timeout's `Failed` is one Hypothesis catches, replays
+    the case without the clock, and then reports as a flaky test, which hides the timeout."""
+
+
+_TIMED_OUT = pytest.StashKey[float]()
+_AGAIN = 10.0  # seconds between further TimeLimitExceeded once the limit has passed
+
+
+def _timeout_message(limit: float) -> str:
+    return f"Timeout: the test ran longer than its limit of {limit:g} s"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_timeout_set_timer(item: pytest.Item, settings: Any) -> bool | None:
+    """Arm pytest-timeout's signal method with `TimeLimitExceeded` in place of its `Failed`.
+
+    Off the main thread (no SIGALRM there) or with the thread method, pytest-timeout's own
+    timer runs; its cancel hook calls the `cancel_timeout` set here."""
+    if settings.method != "signal" or threading.current_thread() is not threading.main_thread():
+        return None
+    limit = float(settings.timeout)
+
+    def expire(signum: int, frame: FrameType | None) -> None:
+        item.stash[_TIMED_OUT] = limit
+        raise TimeLimitExceeded(_timeout_message(limit))
+
+    def cancel() -> None:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+
+    setattr(item, "cancel_timeout", cancel)  # noqa: B010 (pytest-timeout reads this name)
+    signal.signal(signal.SIGALRM, expire)
+    # Again every `_AGAIN` seconds: code that swallows the exception (Hypothesis turns one
+    # raised while it draws data into an error of its own) does not keep the test running.
+    signal.setitimer(signal.ITIMER_REAL, limit, _AGAIN)
+    return True
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """The phase in which the limit passed fails as a timeout, whatever it raised or swallowed
+    (the original report follows the timeout line)."""
+    report = yield
+    limit = item.stash.get(_TIMED_OUT, None)
+    if limit is not None:
+        del item.stash[_TIMED_OUT]
+        if not (report.failed and call.excinfo and call.excinfo.errisinstance(TimeLimitExceeded)):
+            report.outcome = "failed"
+            report.longrepr = f"{_timeout_message(limit)}\n\n{report.longrepr or ''}".rstrip()
+    return report
 
 
 @pytest.fixture(scope="session", autouse=True)
