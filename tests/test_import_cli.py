@@ -17,7 +17,8 @@ from typing import Any
 import httpx
 import pytest
 from support.chatbuddy_fixtures import encrypted, sample_payload, v2_zip, zip_members
-from support.helpers import REPO, Launcher, base_env, run_foya, short_tmpdir
+from support.documents import blocks
+from support.helpers import Launcher, base_env, run_foya, short_tmpdir
 from support.streams_helpers import Served, assert_error, unix_kernel
 from transcript_fixtures import write_claude_tree, write_codex_tree, write_opencode_tree
 
@@ -61,8 +62,7 @@ def explain(done: subprocess.CompletedProcess[str]) -> str:
 
 
 def readme_block(name: str) -> str:
-    text = (REPO / "README.md").read_text()
-    return text.split(f"<!-- test: {name} -->\n```text\n", 1)[1].split("```", 1)[0]
+    return blocks()[name].text
 
 
 def titles(client: httpx.Client) -> list[str]:

@@ -1,11 +1,13 @@
-"""The README's recipes, as written: every code block is run, checked, or excused with a reason.
+"""The recipes of the README and of docs/, as written: every code block is run, checked, or
+excused with a reason.
 
-Each block is named by the HTML comment before it (`<!-- test: NAME -->`); a block without one
-fails `test_every_block_is_named_and_accounted_for`, and so does a name that is neither in RUN,
-CHECKED nor NOT_RUN below. Shell blocks run in a sandbox the way a reader pastes them into
-terminals: the blocks of one test go, in order, into one bash (variables, functions and
-background jobs carry over), and a block that serves until Ctrl-C (`foya serve`, `caddy run`)
-gets a terminal of its own, is waited for, and is stopped by its process group.
+Each block is named by the HTML comment before it (`<!-- test: NAME -->`), unique across the
+documents (support.documents reads them), so a recipe is found by name wherever it moved; a
+block without one fails `test_every_block_is_named_and_accounted_for`, and so does a name that
+is neither in RUN, CHECKED nor NOT_RUN below. Shell blocks run in a sandbox the way a reader
+pastes them into terminals: the blocks of one test go, in order, into one bash (variables,
+functions and background jobs carry over), and a block that serves until Ctrl-C (`foya serve`,
+`caddy run`) gets a terminal of its own, is waited for, and is stopped by its process group.
 
 What differs in the sandbox, and nothing else of a block's text:
 - HOME is a fresh short directory, without XDG_* or FOYA_* variables: `~`, `$HOME`, the default
@@ -13,9 +15,9 @@ What differs in the sandbox, and nothing else of a block's text:
 - `foya` is this venv's (its bin first on PATH, as in an activated venv); blocks run from the
   repository root, as in a clone.
 - Ports 8787 (the kernel), 8443 (Caddy) and 11434 (the local model server, here the fake
-  provider of tests/support/fake_provider.py) become free ports; `homeserver.lan` becomes `localhost` and
-  `0.0.0.0` becomes `127.0.0.1` (no DNS here, and nothing listens beyond loopback). Caddy gets
-  those ports through Caddyfile.local's FOYA_PORT and FOYA_UPSTREAM.
+  provider of tests/support/fake_provider.py) become free ports; `homeserver.lan` becomes
+  `localhost` and `0.0.0.0` becomes `127.0.0.1` (no DNS here, and nothing listens beyond
+  loopback). Caddy gets those ports through Caddyfile.local's FOYA_PORT and FOYA_UPSTREAM.
 - Bash runs with `set -euo pipefail`: a failing command, a failed pipe or an unset variable fails
   the test where a reader's terminal would show the failure and go on.
 """
@@ -37,17 +39,16 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
 import pytest
+from support.documents import Block, blocks, hand_written, unnamed_blocks
 from support.fake_provider import FakeProvider, agent_kernel, answer, call, tools
 from support.helpers import REPO, STOP_DEADLINE, free_ports, short_tmpdir, wait_until
 
-README = REPO / "README.md"
 PROMETHEUS_DIR = REPO / "deploy" / "prometheus"
 VENV_BIN = Path(sys.executable).parent
 WAIT = 60.0  # upper bound on any wait here, only to never hang
@@ -118,60 +119,30 @@ NOT_RUN = {
     "against a real sshd",
     "backup-systemd": "needs the systemd service and its foya user; the same commands run in "
     "test_backup_and_restore_recipes",
+    "architecture-diagram": "a drawing; tests/test_docs.py checks that every path "
+    "docs/architecture.md names exists",
 }
 
 
 # --------------------------------------------------------------------------------- blocks
 
 
-@dataclass(frozen=True)
-class Block:
-    name: str
-    lang: str
-    text: str
-
-
-MARKER = re.compile(r"<!-- test: ([a-z0-9-]+) -->")
-BLOCK = re.compile(r"^<!-- test: ([a-z0-9-]+) -->\n```([a-z]*)\n(.*?)^```$", re.S | re.M)
-
-
-def readme_blocks() -> dict[str, Block]:
-    blocks: dict[str, Block] = {}
-    for match in BLOCK.finditer(README.read_text()):
-        name, lang, text = match.groups()
-        assert name not in blocks, f"two blocks are named {name}"
-        blocks[name] = Block(name, lang, text)
-    return blocks
-
-
 def block(name: str) -> Block:
-    return readme_blocks()[name]
+    return blocks()[name]
 
 
 def test_every_block_is_named_and_accounted_for() -> None:
-    lines = README.read_text().splitlines()
-    unnamed, inside = [], False
-    for number, line in enumerate(lines):
-        if line.startswith("```"):
-            if not inside and not MARKER.fullmatch(lines[number - 1]):
-                unnamed.append(number + 1)
-            inside = not inside
-    assert not inside, "a code block is not closed"
-    assert not unnamed, f"code blocks without a `<!-- test: NAME -->` line before them: {unnamed}"
-    blocks = readme_blocks()
+    for path in hand_written():
+        unnamed, open_at_end = unnamed_blocks(path)
+        where = path.relative_to(REPO)
+        assert not open_at_end, f"a code block of {where} is not closed"
+        assert not unnamed, (
+            f"code blocks of {where} without a `<!-- test: NAME -->` line: {unnamed}"
+        )
+    found = blocks()
     assert len(RUN) + len(CHECKED) + len(NOT_RUN) == len(RUN | CHECKED | set(NOT_RUN))
-    assert set(blocks) == RUN | CHECKED | set(NOT_RUN)
-    assert all(blocks[name].lang == "sh" for name in RUN)
-
-
-def test_readme_links_stay_inside_the_repository() -> None:
-    """A clone has no `../shared`: the API reference is docs/api.md, and every link lands."""
-    text = README.read_text()
-    assert "../" not in text
-    assert "[docs/api.md](docs/api.md)" in text
-    for target in re.findall(r"\]\(([^)#]+)\)", text):
-        if "://" not in target:
-            assert (REPO / target).exists(), target
+    assert set(found) == RUN | CHECKED | set(NOT_RUN)
+    assert all(found[name].lang == "sh" for name in RUN)
 
 
 # -------------------------------------------------------------------------------- sandbox
@@ -539,7 +510,7 @@ class Prometheus:
 
 
 def test_prometheus_scrapes_the_kernel_as_configured(tls_home: Sandbox) -> None:
-    """The README's scrape job and rules, installed as its install block says, in a sandbox
+    """monitoring.md's scrape job and rules, installed as its install block says, in a sandbox
     (/etc/prometheus is a directory of the sandbox) and run by a real Prometheus against the
     home server example's kernel: the token, the pinned certificate and the alerts work."""
     etc = tls_home.root / "etc-prometheus"
@@ -553,7 +524,7 @@ def test_prometheus_scrapes_the_kernel_as_configured(tls_home: Sandbox) -> None:
         "/etc/prometheus/", f"{etc}/"
     )
     config = etc / "prometheus.yml"
-    # The global intervals are the test's (the defaults are a minute); the rest is the README's.
+    # The global intervals are the test's (the defaults are a minute); the rest is the recipe's.
     config.write_text("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n" + job)
     checked = subprocess.run(
         [promtool(), "check", "config", str(config)], capture_output=True, text=True, check=False
@@ -595,8 +566,9 @@ def example(name: str) -> Any:
 
 
 def request_like(sample: dict[str, Any], shown: dict[str, Any], real: dict[str, Any]) -> Any:
-    """`sample` (a README request) with each value it repeats from `shown` (the README answer
-    it follows) taken from `real` (the kernel's answer) instead: the README's names, live."""
+    """`sample` (a documented request) with each value it repeats from `shown` (the documented
+    answer it follows) taken from `real` (the kernel's answer) instead: the documented names,
+    live."""
     by_value = {json.dumps(value): key for key, value in shown.items()}
     return {
         key: real[by_value[json.dumps(value)]] if json.dumps(value) in by_value else value
@@ -605,8 +577,8 @@ def request_like(sample: dict[str, Any], shown: dict[str, Any], real: dict[str, 
 
 
 def test_rewind_and_file_review_examples_are_what_the_kernel_answers(tmp_path: Path) -> None:
-    """The README's example bodies, field for field, against a real kernel: a turn writes a
-    file, is previewed and rewound with the README's request, then a second one is reviewed."""
+    """using.md's example bodies, field for field, against a real kernel: a turn writes a
+    file, is previewed and rewound with the documented request, then a second one is reviewed."""
     with agent_kernel(tmp_path) as agent:
         session = agent.session()
         client = session.client

@@ -267,7 +267,9 @@ def render(doc: Schema) -> str:
         "<token>`; on the Unix socket none does. Every error is an "
         f'[Error](#{schema_anchor("Error")}) `{{"code", "message"}}`; `default` lists the '
         "errors a route may answer besides those named. Event streams, approvals, rewind and "
-        'file review are explained in the README\'s "Using the kernel".',
+        "file review are explained in [using.md](using.md) and [capabilities.md](capabilities.md).",
+        "",
+        "Error codes: see [errors.md](errors.md), every code with its status and meaning.",
         "",
         "## Routes",
         "",
