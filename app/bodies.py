@@ -1,4 +1,4 @@
-"""The two base models of a JSON request body, one per unknown-field policy (DESIGN §5).
+"""The two base models of a JSON request body, one per unknown-field policy.
 
 Foya's Go handlers decode some bodies with `DisallowUnknownFields` and the rest without, and
 its desktop client relies on the difference: it echoes read-only fields (`id`, `has_api_key`,

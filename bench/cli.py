@@ -7,7 +7,7 @@ Run from the repository root:
     .venv/bin/python -m bench.cli --json     # machine-readable results on stdout
     .venv/bin/python -m bench.cli --quick    # 5 rounds (~5 s)
 
-Target (issue 14): `--help`, `version` and `status` start and finish in <= 150 ms (Caddy's
+Target: `--help`, `version` and `status` start and finish in <= 150 ms (Caddy's
 `version` takes 25 ms; ours took ~400 ms before the CLI imported lazily).
 
 1. A real `python -m app serve` on a Unix socket in a temporary data dir, for `status` to ask

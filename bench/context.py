@@ -21,17 +21,17 @@ time it takes is reported next to it.
    no step compacts: both cases then run the same turn.
 2. Assembly, in process. A real `app.kernel.Kernel` is started on that directory (no HTTP) and
    the path the runner takes before every model request is timed: `store.history`,
-   `store.checkpoint`, `context.build`, `Turns._estimate` one by one, then `Turns._request` (the
+   `store.checkpoint`, `context.build`, `Requests._estimate` one by one, then `Requests.build` (the
    same calls plus the route, the window, the budget check and the tool schemas) as a whole.
    Median and p90 over `--iterations` runs after two warm-up runs. For comparison, the time to
    read only the messages after the checkpoint (`store.history(after_seq=through_seq)`) is shown.
 3. Turns, end to end. The real `python -m app serve` on a Unix socket, on the same directory,
-   against the fake OpenAI-compatible provider of `tests/support/fake_provider.py` (a hypercorn server
-   on 127.0.0.1 in this process, answering each step at once with "ok" and a usage chunk). Per
-   session, two warm-up turns, then `--turns` turns: subscribe to the session's SSE stream,
-   wait for `: ok`, POST the turn, read until `turn_complete`. Turn time = POST sent ->
+   against the fake OpenAI-compatible provider of `tests/support/fake_provider.py` (a hypercorn
+   server on 127.0.0.1 in this process, answering each step at once with "ok" and a usage
+   chunk). Per session, two warm-up turns, then `--turns` turns: subscribe to the session's SSE
+   stream, wait for `: ok`, POST the turn, read until `turn_complete`. Turn time = POST sent ->
    `turn_complete` read. The kernel's CPU time over the timed turns comes from /proc/PID/stat.
-   Share = median `_request` time (step 2) / median turn time: one step per turn here.
+   Share = median `Requests.build` time (step 2) / median turn time: one step per turn here.
 
 Traffic goes only to 127.0.0.1 and the Unix socket. The kernel is stopped by PID (SIGTERM, then
 SIGKILL) in a finally block and also gets FOYA_PARENT_PID. Nothing asserts on a figure.
@@ -47,12 +47,12 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import structlog
 
 from app import events as k
-from app.events import EventDraft
+from app.events import ContextRequestAccepted, EventDraft, Message, ToolCall
 from app.kernel import Kernel
 from app.kernel.connections import Connections
 from app.kernel.ids import new_id
@@ -78,9 +78,13 @@ CASES = ("checkpoint", "raw")
 # ------------------------------------------------------------------------------------ data
 
 
-def exchange(i: int) -> list[dict[str, Any]]:
+def exchange(i: int) -> list[Message]:
     """One exchange of four messages, ~2.4 KB of JSON."""
-    call = {"id": f"call_{i}", "name": "bash", "input": {"command": f"grep -rn item_{i} src/"}}
+    call: ToolCall = {
+        "id": f"call_{i}",
+        "name": "bash",
+        "input": {"command": f"grep -rn item_{i} src/"},
+    }
     line = f"src/module_{i % 97}.py:{i}: value = compute(item_{i}, factor={i % 13})\n"
     return [
         {
@@ -166,14 +170,18 @@ async def build_data(data_dir: Path, base_url: str, messages: int) -> dict[str, 
                 made = compaction.checkpoint(SUMMARY, through, digest, "standalone", 0, 0)
                 log.append(conn, EventDraft(sid, k.COMPACTION_COMPLETED, made))
                 info["through_seq"] = through
-            # The boundary a request over all of these messages would have left.
-            accepted = {
-                "session_id": sid,
-                "route": route,
-                "through_seq": seqs[-1],
-                "usage": {"input_tokens": 40_000, "output_tokens": 100, "total_tokens": 40_100},
-                "payload_bytes": 0,
-            }
+            # The boundary a request over all of these messages would have left (cast: it
+            # leaves out the checkpoint id and cached tokens, read back as none and 0).
+            accepted = cast(
+                ContextRequestAccepted,
+                {
+                    "session_id": sid,
+                    "route": route,
+                    "through_seq": seqs[-1],
+                    "usage": {"input_tokens": 40_000, "output_tokens": 100, "total_tokens": 40_100},
+                    "payload_bytes": 0,
+                },
+            )
             log.append(conn, EventDraft(sid, k.CONTEXT_REQUEST_ACCEPTED, accepted))
             info["route"] = route
             out["sessions"][case] = info
@@ -220,14 +228,16 @@ async def measure_assembly(
                 t1 = time.perf_counter_ns()
                 checkpoint = await store.checkpoint(sid)
                 t2 = time.perf_counter_ns()
-                user = await turns.steps._user_context(row, cwd, history)
+                user = await turns.steps.requests._user_context(row, cwd, history)
                 messages = context.build(user.system, history, checkpoint, user.expanded)
                 t3 = time.perf_counter_ns()
                 accepted = await store.boundary(sid, route)
-                estimate = turns.steps._estimate(accepted, messages, history, checkpoint, user)
+                estimate = turns.steps.requests._estimate(
+                    accepted, messages, history, checkpoint, user
+                )
                 t4 = time.perf_counter_ns()
                 r0 = time.perf_counter_ns()
-                request = await turns.steps._request(Run(sid), row, cwd)
+                request = await turns.steps.requests.build(Run(sid), row, cwd)
                 through = request.through_seq
                 r1 = time.perf_counter_ns()
                 if checkpoint is not None:

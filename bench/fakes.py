@@ -2,7 +2,8 @@
 
 `tests/` is not a package: its modules import each other by top-level name, as pytest's
 rootdir-relative import mode arranges. This module puts tests/ on sys.path (appended, so it
-shadows nothing) and re-exports what the benchmarks use; mypy finds it with MYPYPATH=tests.
+shadows nothing) and re-exports what the benchmarks use; mypy finds it through `mypy_path` in
+pyproject.toml.
 """
 # ruff: noqa: E402
 

@@ -1,4 +1,4 @@
-"""MCP benchmark (issue 18): what the kernel adds to an MCP tool call, and what configured MCP
+"""MCP benchmark: what the kernel adds to an MCP tool call, and what configured MCP
 servers cost the kernel's start.
 
 Run from the repository root:
@@ -62,6 +62,7 @@ async def calls(rounds: int, work: str) -> dict[str, Any]:
     from app.kernel.mcp import McpConfig
     from app.kernel.turns.loopguard import LoopGuard
     from app.kernel.turns.steps import Run, emitter
+    from app.kernel.turns.toolcalls import ParsedCall
     from app.metrics import Metrics
     from app.settings import Settings
     from app.tools.base import ToolContext
@@ -98,7 +99,11 @@ async def calls(rounds: int, work: str) -> dict[str, Any]:
                 assert result.output == "ping" and not result.is_error
 
             async def as_step(n: int) -> None:
-                call = {"id": f"c{n}", "name": "mcp__b__echo", "input": {"text": "ping"}}
+                call: ParsedCall = {
+                    "id": f"c{n}",
+                    "name": "mcp__b__echo",
+                    "input": {"text": "ping"},
+                }
                 await runner.run_step(
                     session["id"], "bench", row, cwd, [call], emit, {}, LoopGuard()
                 )

@@ -73,7 +73,7 @@ from typing import Any
 import structlog
 
 from app import events as k
-from app.events import EventDraft, iso_time
+from app.events import EventDraft, Message, iso_time
 from app.kernel import Kernel, filestate
 from app.metrics import Metrics
 from app.settings import Settings
@@ -296,7 +296,7 @@ async def build(kernel: Kernel, cases: list[FileCase], workdir: Path) -> dict[st
             if result.is_error or result.file_change is None:
                 raise RuntimeError(f"{name} {c.rel}: {result.output}")
             # As app.kernel.turns.tooling.Tooling.run builds the tool's message_end.
-            message: dict[str, Any] = {
+            message: Message = {
                 "role": "tool",
                 "tool_call_id": cid,
                 "name": name,

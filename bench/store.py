@@ -61,7 +61,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from app.events import MESSAGE_END, EventDraft
+from app.events import MESSAGE_END, EventDraft, Message
 from app.store import Store, sessions
 from app.store import events as log
 from app.store.db import PRAGMAS, connect
@@ -72,7 +72,7 @@ from bench.report import Row, finish, python, rows_of, table, verdicts
 
 TARGET_SEQ_RATIO = 0.8  # store / raw sqlite, at least
 # 16 concurrent appenders / raw sqlite3 writing the same rows in the same schema in 16-row
-# transactions: the most group commit could reach (issue 13).
+# transactions: the most group commit could reach.
 TARGET_RAW_LIMIT_RATIO = 0.7
 TARGET_OPEN_MS = 200.0  # open + first page of a 100k session, at most
 TARGET_MEM_MB = 50.0  # memory growth while paging through 100k messages, at most
@@ -94,7 +94,7 @@ _FILLER = (
 ) * 4
 
 
-def payload(i: int) -> dict[str, Any]:
+def payload(i: int) -> Message:
     """Message `i`: user/assistant alternating, content padded so the JSON is ~300 bytes."""
     role = "user" if i % 2 == 0 else "assistant"
     head = f"#{i:07d} "

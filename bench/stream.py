@@ -100,7 +100,7 @@ from bench.report import (
 
 CLIENTS = 10
 BUFFER = 256  # the bare side's per-client queue, as app.broker.BUFFER
-KIND = "session_updated"
+KIND = "session_updated"  # `app.events.SESSION_UPDATED` (any record), which the drafts use
 BARE_SESSION = "01BARE" + "0" * 20  # as long as a kernel session id, so frames match in size
 TARGET_FANOUT_RATIO = 0.5  # kernel / bare events/s, at least
 BUSY_CORES = 0.1
@@ -203,7 +203,7 @@ class KernelHandler:
         return float(value or 0.0)
 
     async def run(self, cmd: dict[str, Any]) -> dict[str, Any]:
-        from app.events import Event, EventDraft
+        from app.events import SESSION_UPDATED, Event, EventDraft
         from app.kernel.emit import topic
 
         op = cmd["op"]
@@ -215,7 +215,7 @@ class KernelHandler:
             last = 0
             for start in range(0, n, 1000):
                 drafts = [
-                    EventDraft(sid, KIND, payload(i, size, now_ns()))
+                    EventDraft(sid, SESSION_UPDATED, payload(i, size, now_ns()))
                     for i in range(start, min(n, start + 1000))
                 ]
                 last = (await self.kernel.store.append_all(drafts))[-1].seq
@@ -228,7 +228,7 @@ class KernelHandler:
                 if mode == "emit":
                     for i in range(n):
                         event = await self.kernel.facts.emit(
-                            EventDraft(sid, KIND, payload(i, size, t0))
+                            EventDraft(sid, SESSION_UPDATED, payload(i, size, t0))
                         )
                     last = event.seq
                 else:  # "deliver": the broker and stream stack only, nothing stored
@@ -257,7 +257,7 @@ class KernelHandler:
                     late += 1
                 body = payload(i, size)
                 body["t"] = now_ns()  # just before emit
-                event = await self.kernel.facts.emit(EventDraft(sid, KIND, body))
+                event = await self.kernel.facts.emit(EventDraft(sid, SESSION_UPDATED, body))
             cut = self._counter("foya_broker_cut_off_subscribers_total") - cut0
             return {"t0": t0, "t1": now_ns(), "last_seq": event.seq, "late": late, "cut_off": cut}
         raise ValueError(f"unknown op {op!r}")

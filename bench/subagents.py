@@ -1,4 +1,4 @@
-"""Sub-agents benchmark (issue 17): 50 concurrent sub-agents under one root run, through a real
+"""Sub-agents benchmark: 50 concurrent sub-agents under one root run, through a real
 `foya serve`, against 50 ordinary turns side by side.
 
 Run from the repository root:

@@ -1,4 +1,4 @@
-"""Terminal benchmark (issue 16): output throughput through the kernel's PTY and SSE stream, and
+"""Terminal benchmark: output throughput through the kernel's PTY and SSE stream, and
 keystroke echo latency, each against the same thing done straight on a PTY in this process.
 
 Run from the repository root:
@@ -7,7 +7,7 @@ Run from the repository root:
     .venv/bin/python -m bench.terminals --json     # machine-readable results on stdout
     .venv/bin/python -m bench.terminals --quick    # 5M of output, one round, 40 keystrokes
 
-Targets (issue 16): throughput through the kernel at least 0.5x the direct read; echo latency
+Targets: throughput through the kernel at least 0.5x the direct read; echo latency
 p50 through the kernel at most 5 ms above the direct round trip.
 
 1. Throughput. Direct: this process opens a PTY, starts `/bin/sh -c 'yes | head -c N'` on it

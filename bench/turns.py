@@ -96,7 +96,7 @@ from bench.report import Row, finish, fs_type, percentile, python, rows_of, tabl
 
 MODEL = "m"
 API_KEY = "bench"
-TARGET_RATE_RATIO = 0.7  # kernel / direct deltas/s, at least (issue 13)
+TARGET_RATE_RATIO = 0.7  # kernel / direct deltas/s, at least
 TARGET_TTFD_OVERHEAD_MS = 5.0  # p50 of kernel - direct time to first delta, at most
 RUN_TIMEOUT = 60.0  # seconds, any one run
 

@@ -1,4 +1,4 @@
-"""User-context benchmark (issue 15): what rules, skills and memory add to a model step, and how
+"""User-context benchmark: what rules, skills and memory add to a model step, and how
 fast `GET /context/events` replays its journal.
 
 Run from the repository root:
@@ -7,7 +7,7 @@ Run from the repository root:
     .venv/bin/python -m bench.usercontext --json     # machine-readable results on stdout
     .venv/bin/python -m bench.usercontext --quick    # fewer iterations and one replay (~10 s)
 
-Targets (issue 15): model-input assembly with 50 rules, 20 skills and 100 KB of memory adds at
+Targets: model-input assembly with 50 rules, 20 skills and 100 KB of memory adds at
 most 5 ms per step over none; the context stream replays 10,000 events at 20,000 events/s or more.
 
 1. Assembly, in process. HOME points at a fresh directory holding `~/.foya` with 20 global rules
@@ -16,10 +16,11 @@ most 5 ms per step over none; the context stream replays 10,000 events at 20,000
    100 KB `memory/user_profile.md`; a project holds 30 rule files (always, glob, manual and
    model_decision) under `.foya/rules/`, a 4 KB `AGENTS.md` and its own memory. A real
    `app.kernel.Kernel` (no HTTP) is started on a fresh data dir with one session in that project
-   (200 stored messages touching files under `src/`). `Steps._request` (everything before a
+   (200 stored messages touching files under `src/`). `Requests.build` (everything before a
    model request: history, checkpoint, the user's context, build, estimate, tool schemas) is
-   timed with the user's context (`steps.prompt` as the kernel builds it) and without it
-   (`steps.prompt = None`, the request as it was before issue 15), alternating, after warm-up.
+   timed with the user's context (`requests.prompt` as the kernel builds it) and without it
+   (`requests.prompt = None`, the request without the user's context), alternating, after
+   warm-up.
    "warm": the files are unchanged between steps (their parses are cached); "cold": every file
    is touched (new mtime) before each step, so everything is parsed again.
 2. Replay, over HTTP. A `<data-dir>/context/events.jsonl` of 10,000 `rule_updated` events
@@ -46,7 +47,7 @@ from typing import Any
 import structlog
 
 from app import events as k
-from app.events import EventDraft
+from app.events import EventDraft, Message, ToolCall
 from app.kernel import Kernel
 from app.kernel.ids import new_id
 from app.kernel.turns.steps import Run
@@ -129,9 +130,9 @@ def touch_all(*roots: Path) -> None:
                 os.utime(path, ns=(stamp, stamp))
 
 
-def exchange(i: int) -> list[dict[str, Any]]:
+def exchange(i: int) -> list[Message]:
     """A user message, a read of a file under src/, its result and an answer."""
-    call = {"id": f"c{i}", "name": "read", "input": {"path": f"src/module_{i % 40}.py"}}
+    call: ToolCall = {"id": f"c{i}", "name": "read", "input": {"path": f"src/module_{i % 40}.py"}}
     return [
         {"role": "user", "content": f"Explain part {i} of module {i % 40}."},
         {"role": "assistant", "content": "", "tool_calls": [call]},
@@ -180,7 +181,7 @@ async def measure_assembly(work: Path, iterations: int) -> dict[str, Any]:
                 log.append(conn, EventDraft(sid, k.MESSAGE_END, message))
 
         await kernel.store.db.write(fill)
-        steps = kernel.turns.steps
+        steps = kernel.turns.steps.requests
         full_prompt = steps.prompt
         stored = await kernel.sessions.row(sid)
         cwd = kernel.sessions.workspace(stored)
@@ -192,7 +193,7 @@ async def measure_assembly(work: Path, iterations: int) -> dict[str, Any]:
                 if case == "cold":
                     touch_all(home / ".foya", project / ".foya", project / "AGENTS.md")
                 t0 = time.perf_counter_ns()
-                request = await steps._request(Run(sid), stored, cwd)
+                request = await steps.build(Run(sid), stored, cwd)
                 elapsed = time.perf_counter_ns() - t0
                 if i >= 3:
                     timings[case].append(elapsed)

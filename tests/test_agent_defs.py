@@ -1,4 +1,4 @@
-"""Agent definitions (app.kernel.agents.definitions; issue 17 item 1, Foya's `agentdef`): the
+"""Agent definitions (app.kernel.agents.definitions, Foya's `agentdef`): the
 built-in roles, the files under `~/.agents/agents`, `~/.foya/agents` and a project's, their
 front matter, precedence, refs and digests, and what is left out. Real files in a temp HOME and
 project, read by the kernel's own `Definitions`.

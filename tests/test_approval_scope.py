@@ -1,4 +1,4 @@
-"""An approval is decided only through its own session's URL (issue 27 §5).
+"""An approval is decided only through its own session's URL.
 
 `POST /sessions/{A}/approvals/{id}` for a request pending in session B answers 404
 `approval_not_found` and changes nothing: B's request stays pending and B's own URL still decides

@@ -1,4 +1,4 @@
-"""Approvals in the three modes (reference §1 "Approvals", §2, §7 "Approval modes").
+"""Approvals in the three modes.
 
 - `manual`: reads inside the workspace run; writes, deletes, commands and reads outside wait for
   `POST /sessions/{id}/approvals/{request_id}`.

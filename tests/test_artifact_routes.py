@@ -1,4 +1,4 @@
-"""Artifacts over HTTP and through turns (reference §1 "artifacts", POST /turns `attachments`).
+"""Artifacts over HTTP and through turns (POST /turns `attachments`).
 
 A real kernel on a Unix socket talks to the fake provider. Images are made with Pillow in the
 test, uploaded as multipart, read back, attached to turns, forked and deleted with their session.

@@ -1,4 +1,4 @@
-"""Bearer auth over TCP (reference §4): only exact `GET /healthz` (and `HEAD /healthz`, the same
+"""Bearer auth over TCP: only exact `GET /healthz` (and `HEAD /healthz`, the same
 probe without a body) is open, everything else needs a token whose SHA-256 matches the
 configured digest."""
 

@@ -1,4 +1,4 @@
-"""Automations (app.kernel.automations; issue 17 item 4, Foya's `/automations`).
+"""Automations (app.kernel.automations, Foya's `/automations`).
 
 Three layers, real parts throughout:
 - the schedule: cron expressions in time zones across daylight saving changes (pure);

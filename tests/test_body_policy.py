@@ -1,5 +1,5 @@
 """Unknown fields in request bodies: refused exactly where Foya's Go handler decodes with
-`DisallowUnknownFields`, ignored everywhere else (app/bodies.py, DESIGN §5), and the connection
+`DisallowUnknownFields`, ignored everywhere else (app/bodies.py), and the connection
 payload Foya's desktop builds accepted as it sends it.
 
 The routes come from the app itself: every route with a JSON body must be in `POLICY` (the Go

@@ -1,4 +1,4 @@
-"""The request boundary (issue 12): no input yields a 500, and bad input is never stored.
+"""The request boundary: no input yields a 500, and bad input is never stored.
 
 Lone UTF-16 surrogates, integers past SQLite's range, oversized bodies, query strings that are not
 UTF-8, the open `HEAD /healthz` probe, one log line per unexpected error, and a full disk (507).
@@ -231,7 +231,11 @@ def test_sqlite_full_is_insufficient_storage(tmp_path: Path) -> None:
     """SQLITE_FULL from the real database (capped with max_page_count) becomes the typed 507
     error, alone and in a group commit."""
     db = Database(tmp_path / "full.db")
-    db.start(lambda conn: conn.execute("CREATE TABLE IF NOT EXISTS t(x BLOB)"))
+
+    def init(conn: sqlite3.Connection) -> None:
+        conn.execute("CREATE TABLE IF NOT EXISTS t(x BLOB)")
+
+    db.start(init)
     try:
         pages = db.call(lambda c: c.execute("PRAGMA page_count").fetchone()[0], write=False)
         db.call(lambda c: c.execute(f"PRAGMA max_page_count={pages + 2}"), write=False)

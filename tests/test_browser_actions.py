@@ -1,4 +1,4 @@
-"""Browser actions (issue 17 item 7; reference §1 "Approvals, questions, browser", §2): a browser
+"""Browser actions: a browser
 tool records `browser_action_requested` and waits for `POST /sessions/{id}/browser-actions/
 {request_id}`; the result goes to the model, `browser_action_resolved` says how it ended. A body
 `request_id` other than the URL's is a 400, an unknown request a 404 `browser_action_failed`;
@@ -171,14 +171,14 @@ def test_a_screenshot_is_checked_and_kept_with_the_session(rig: InProcess) -> No
         requested = w.until(k.BROWSER_ACTION_REQUESTED).payload
         assert requested["action"] == "screenshot" and requested["full_page"] is True
         sid, rid = session["id"], requested["id"]
-        for shot, status, code, message in (
+        for shot, status, code, words in (
             ((png(), "image/jpeg"), 400, "bad_request", "unsupported browser screenshot type"),
             (("not base64!", "image/png"), 400, "bad_request", "invalid browser screenshot"),
             ((base64.b64encode(b"hello").decode(), "image/png"), 415, "unsupported_image", ""),
         ):
             error = refused(rig, sid, rid, screenshot=shot)
             assert (error.status, error.code) == (status, code)
-            assert message in error.message
+            assert words in error.message
             assert not list(kept.glob("*")), "a refused screenshot leaves nothing behind"
         resolve(rig, sid, rid, ActionResult(title="Shot"), screenshot=(png(), "image/png"))
         w.until(k.TURN_COMPLETE)

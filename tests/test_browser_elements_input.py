@@ -1,4 +1,4 @@
-"""`browser_elements` on a turn and a queued message (issue 27; Foya's `modelMessage`), against a
+"""`browser_elements` on a turn and a queued message (Foya's `modelMessage`), against a
 real `foya serve` and the fake provider.
 
 An element the desktop's browser lets the user select (page URL and title, tag, selector, text,

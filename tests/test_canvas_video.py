@@ -1,4 +1,4 @@
-"""Canvas videos (issue 27 item 7): generation through a `video` connection's task API, video
+"""Canvas videos: generation through a `video` connection's task API, video
 uploads streamed to disk, and assets served with byte ranges — in a real `foya serve` with a
 HOME of its own, against a fake provider of both of Foya's video protocols on loopback
 (tests/support/fake_video_provider.py).

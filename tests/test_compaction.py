@@ -1,5 +1,4 @@
-"""Context management end to end (reference §1 "Compaction", §7 "Compaction", "Accepted
-boundary"; seed 001 "Checkpoint 恢复", "Accepted Boundary").
+"""Context management end to end: compaction, checkpoints and the accepted boundary.
 
 A real `foya serve` on a Unix socket talks to the fake OpenAI-compatible provider of
 `fake_provider.py`. What the model saw is read from the fake's recorded request bodies; what the
@@ -80,6 +79,7 @@ class SlowFake(FakeProvider):
                 if isinstance(action, Sleep):
                     await asyncio.sleep(action.seconds)
                     continue
+                assert isinstance(action, Wait)
                 end = time.monotonic() + BOUND
                 while not action.gate.is_set() and time.monotonic() < end:
                     await asyncio.sleep(0.01)
@@ -164,7 +164,13 @@ def checkpoint_row(data_dir: Path, session: str) -> tuple[int, str] | None:
 
 
 def boundaries(data_dir: Path, session: str) -> dict[str, dict[str, int]]:
-    keys = ("event_seq", "through_seq", "input_tokens", "output_tokens", "total_tokens")
+    keys: tuple[str, ...] = (
+        "event_seq",
+        "through_seq",
+        "input_tokens",
+        "output_tokens",
+        "total_tokens",
+    )
     keys += ("cached_tokens", "payload_bytes")
     found = db_rows(
         data_dir,
@@ -390,7 +396,9 @@ def test_a_failing_summary_call_is_compaction_failed(agent: Agent) -> None:
 
 
 @contextlib.contextmanager
-def compacting_slowly(s: Session, script: list[Any]) -> Iterator[concurrent.futures.Future]:
+def compacting_slowly(
+    s: Session, script: list[Any]
+) -> Iterator[concurrent.futures.Future[httpx.Response]]:
     """POST compact from another thread; yields once the summary call is held at the fake."""
     asked = len(s.chats(streaming=False))
     with (

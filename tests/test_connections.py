@@ -1,4 +1,4 @@
-"""Connections, model lists and default models (reference §1 "Connections"), and the API key's
+"""Connections, model lists and default models, and the API key's
 secrecy: it is write-only and must never leave the kernel except towards the provider.
 
 One kernel and one fake provider for the module; each test creates the connections it needs.
@@ -336,7 +336,7 @@ def test_patch_with_null_never_breaks_the_connection(
         client.delete(f"/connections/{created['id']}")
 
 
-# ------------------------------------------------------------------- conformance (issue 12)
+# ------------------------------------------------------------------- conformance
 
 
 @pytest.mark.parametrize("field", ["sort_order", "name", "type", "base_url", "api_key", "models"])

@@ -236,8 +236,8 @@ f:
 def test_dockerfile_builds_a_venv_and_runs_slim_as_uid_10001(stages: list[Stage]) -> None:
     assert len(stages) == 2, [s.base for s in stages]
     build, runtime = stages
-    # Both stages on the same slim image, on the Python this suite runs on (DESIGN §7: test
-    # shutdown on the Python the Dockerfile uses).
+    # Both stages on the same slim image, on the Python this suite runs on (hypercorn's
+    # shutdown differs between Pythons: test it on the one the Dockerfile uses).
     version = "{}.{}".format(*sys.version_info[:2])
     for stage in stages:
         assert stage.base == f"python:{version}-slim-bookworm", stage.base

@@ -1,4 +1,4 @@
-"""Unit tests of the context-management pure functions (reference §7 "Compaction").
+"""Unit tests of the context-management pure functions.
 
 `app.kernel.turns.compaction`: the token estimate, the output reserve and the budget, the compaction
 plan (what a checkpoint covers; a tool call and its results are never split), the summary request,
@@ -14,14 +14,14 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import Any
+from typing import cast
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app import events as k
-from app.events import EventDraft
+from app.events import Checkpoint, EventDraft, Message, ToolCall
 from app.kernel.turns.compaction import (
     DEFAULT_WINDOW,
     SECTIONS,
@@ -47,30 +47,32 @@ class History:
     """Stored messages with increasing `event_seq` (gaps, as the global seq has them)."""
 
     def __init__(self, start: int = 10) -> None:
-        self.messages: list[dict[str, Any]] = []
+        self.messages: list[Message] = []
         self.seq = start
 
-    def _add(self, message: dict[str, Any]) -> dict[str, Any]:
+    def _add(self, message: Message) -> Message:
         self.seq += 3
         message["event_seq"] = self.seq
         self.messages.append(message)
         return message
 
-    def user(self, content: str = "question") -> dict[str, Any]:
+    def user(self, content: str = "question") -> Message:
         return self._add({"role": "user", "content": content, "created_at": "t"})
 
-    def assistant(self, content: str = "answer") -> dict[str, Any]:
+    def assistant(self, content: str = "answer") -> Message:
         return self._add({"role": "assistant", "content": content, "turn_status": "completed"})
 
-    def calls(self, *ids: str, content: str = "") -> dict[str, Any]:
-        calls = [{"id": i, "name": "bash", "input": {"command": f"echo {i}"}} for i in ids]
+    def calls(self, *ids: str, content: str = "") -> Message:
+        calls: list[ToolCall] = [
+            {"id": i, "name": "bash", "input": {"command": f"echo {i}"}} for i in ids
+        ]
         return self._add({"role": "assistant", "content": content, "tool_calls": calls})
 
-    def result(self, call_id: str, content: str = "out") -> dict[str, Any]:
+    def result(self, call_id: str, content: str = "out") -> Message:
         return self._add({"role": "tool", "tool_call_id": call_id, "content": content})
 
 
-def seqs(messages: list[dict[str, Any]]) -> list[int]:
+def seqs(messages: list[Message]) -> list[int]:
     return [int(m["event_seq"]) for m in messages]
 
 
@@ -367,7 +369,7 @@ def test_to_openai_converts_each_role() -> None:
         "role": "assistant",
         "content": None,
     }
-    call = {"id": "c1", "name": "read", "input": {"path": "a"}}
+    call: ToolCall = {"id": "c1", "name": "read", "input": {"path": "a"}}
     converted = to_openai({"role": "assistant", "content": "x", "tool_calls": [call]})
     assert converted == {
         "role": "assistant",
@@ -387,7 +389,7 @@ def test_to_openai_converts_each_role() -> None:
     }
     # A hook's note (a Stop hook's reason) reaches the model as a system message.
     assert to_openai({"role": "system", "content": "x"}) == {"role": "system", "content": "x"}
-    assert to_openai({"content": "x"}) is None
+    assert to_openai(cast(Message, {"content": "x"})) is None  # a message without a role
 
 
 def test_build_without_a_checkpoint_is_the_system_prompt_and_every_message() -> None:
@@ -405,7 +407,7 @@ def test_build_with_a_checkpoint_puts_the_summary_in_place_of_what_it_covers() -
     h.user("old question"), h.assistant("old answer")
     through = h.user("covered too")
     call, result, u = h.calls("c1"), h.result("c1", "r"), h.user("new question")
-    cp = {"summary": "## Goal\nship it", "through_seq": through["event_seq"]}
+    cp = cast(Checkpoint, {"summary": "## Goal\nship it", "through_seq": through["event_seq"]})
     messages = build(system_message(CWD), h.messages, cp)
     assert messages[0] == system_message(CWD)
     assert messages[1] == summary_message("## Goal\nship it")
@@ -420,7 +422,7 @@ def test_build_with_a_checkpoint_puts_the_summary_in_place_of_what_it_covers() -
 def test_build_with_a_checkpoint_at_the_head_is_the_summary_alone() -> None:
     h = History()
     h.user(), h.assistant()
-    cp = {"summary": "S", "through_seq": h.messages[-1]["event_seq"]}
+    cp = cast(Checkpoint, {"summary": "S", "through_seq": h.messages[-1]["event_seq"]})
     assert build(system_message(CWD), h.messages, cp) == [system_message(CWD), summary_message("S")]
 
 
@@ -452,7 +454,7 @@ def test_estimate_of_a_compacted_input_is_smaller() -> None:
     h.user("last")
     chosen = plan(h.messages, 0)
     assert chosen is not None
-    cp = {"summary": "short", "through_seq": chosen.through_seq}
+    cp = cast(Checkpoint, {"summary": "short", "through_seq": chosen.through_seq})
     compacted, raw = (
         build(system_message(CWD), h.messages, cp),
         build(system_message(CWD), h.messages),
@@ -463,10 +465,10 @@ def test_estimate_of_a_compacted_input_is_smaller() -> None:
 # ----------------------------------------------------------------------- with the real store
 
 
-def _store_roundtrip(tmp_path: Path) -> tuple[list[dict[str, Any]], dict[str, Any] | None, bool]:
+def _store_roundtrip(tmp_path: Path) -> tuple[list[Message], Checkpoint | None, bool]:
     """Store a session of 3 exchanges, compact it as the Compactor does, load it back."""
 
-    async def run() -> tuple[list[dict[str, Any]], dict[str, Any] | None, bool]:
+    async def run() -> tuple[list[Message], Checkpoint | None, bool]:
         store = Store(tmp_path)
         store.open()
         try:
@@ -482,7 +484,7 @@ def _store_roundtrip(tmp_path: Path) -> tuple[list[dict[str, Any]], dict[str, An
             )
             for i in range(3):
                 for role in ("user", "assistant"):
-                    message = {"role": role, "content": f"{role[0]}{i}"}
+                    message: Message = {"role": role, "content": f"{role[0]}{i}"}
                     await store.append(EventDraft("s1", k.MESSAGE_END, message))
             history = await store.history("s1")
             chosen = plan(history, 0)

@@ -1,4 +1,4 @@
-"""The context journal (app.kernel.usercontext.journal) and `GET /context/events` (reference §3).
+"""The context journal (app.kernel.usercontext.journal) and `GET /context/events`.
 
 The journal is driven in-process over real files and a real broker: appends, replay, a torn last
 line (as kill -9 mid-write leaves it), compaction to the last N events, concurrent appenders, and

@@ -1,4 +1,4 @@
-"""Rules and memory (reference §1 "Rules", seed 000 "Rules 与 Memory") against a real `foya serve`:
+"""Rules and memory against a real `foya serve`:
 the Markdown files under `$HOME/.foya` and `<project>/.foya/rules` are the source of truth, and
 the REST routes read them afresh, write them atomically (0600) and never leave their directories.
 """

@@ -1,4 +1,4 @@
-"""Foya's desktop client against this kernel (issue 27): every operation the desktop performs, its
+"""Foya's desktop client against this kernel: every operation the desktop performs, its
 request exactly as the desktop's host and views build it, its answer checked against the
 desktop's TypeScript interface; and every SSE event kind the desktop's stores handle, its payload
 checked the same way.
@@ -6,9 +6,8 @@ checked the same way.
 One real `foya serve` over TCP with a bearer token, as remote mode reaches it
 (tests/support/desktop_world.py sends each request as `src-tauri/src/kernel.rs` does), with the fake
 model provider scripting text, reasoning, tool calls and approvals, a fake MCP registry and a
-fake Bing on loopback, an MCP server over stdio (tests/support/mcp_servers/server.py), a plugin and
-a
-plugin marketplace in local directories. Shapes: tests/support/desktop_shapes.py.
+fake Bing on loopback, an MCP server over stdio (tests/support/mcp_servers/server.py), a plugin
+and a plugin marketplace in local directories. Shapes: tests/support/desktop_shapes.py.
 
 `CASES` is the table: the desktop file and function each request comes from, the request, the
 status Foya answers, and the interface the desktop casts the answer to. Cases run in table order
@@ -1678,7 +1677,7 @@ def test_the_main_turn_streams_in_the_order_the_stores_expect(w: World) -> None:
         assert kind in kinds, f"{kind} missing from {kinds}"
     assert kinds.index("tool_begin") < kinds.index("approval_request") < kinds.index("tool_end")
     request = w.stash["main_approval"]
-    # What a client needs to show what it approves (issue 27 item 6): the path being written.
+    # What a client needs to show what it approves: the path being written.
     assert "notes.txt" in json.dumps(request), request
 
 

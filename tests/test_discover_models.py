@@ -1,4 +1,4 @@
-"""`POST /connections/discover-models` (issue 18 item 4): the models a provider lists, asked with
+"""`POST /connections/discover-models`: the models a provider lists, asked with
 a connection's `base_url` and `api_key` (or a saved connection's key), without saving anything;
 through a real `foya serve` against the fake provider's `/v1/models`. Keys never come back.
 """
@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import httpx
 import pytest
 from support.fake_provider import API_KEY, Agent, agent_kernel
 from support.streams_helpers import assert_error
@@ -20,7 +21,7 @@ def agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Agent]:
         yield running
 
 
-def discover(agent: Agent, **body: object) -> object:
+def discover(agent: Agent, **body: object) -> httpx.Response:
     return agent.client.post("/connections/discover-models", json=body)
 
 

@@ -448,7 +448,7 @@ def test_url_with_token_file_and_cacert(setup: Setup, tmp_path: Path) -> None:
 
 def default_sigint() -> None:
     """In the child: SIGINT back to its default. A suite run in the background inherits SIGINT
-    ignored, and Python then installs no KeyboardInterrupt handler (DESIGN §7)."""
+    ignored, and Python then installs no KeyboardInterrupt handler."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 

@@ -1,5 +1,4 @@
-"""File review through a real kernel (reference §1 "Rewind, file review"; §2
-`file_review_resolved`).
+"""File review through a real kernel.
 
 The fake provider makes the agent write, edit and delete files in the session's workspace; the
 test then plays the user: it lists the pending changes, edits files by hand, and keeps or undoes
@@ -188,7 +187,7 @@ def test_a_hand_edit_is_merged_or_left_alone(s: Session) -> None:
 
 
 def test_undo_across_a_hand_edit_takes_out_only_the_agents_changes(s: Session) -> None:
-    """Issue 12: the agent edits a file, the user another line by hand, the agent edits again.
+    """The agent edits a file, the user another line by hand, the agent edits again.
     Undo reverses each of the agent's changes around the user's line, which stays; a hand edit
     of a line the agent had changed makes that file `modified`, and it is left alone."""
     put(s.workspace / "mixed.txt", LINES, 0o640)

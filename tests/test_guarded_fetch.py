@@ -1,4 +1,4 @@
-"""One guarded way out to the network (issue 28, class 5): every URL the kernel fetches on
+"""One guarded way out to the network: every URL the kernel fetches on
 someone else's say-so goes through web_fetch's guard (app.kernel.web.fetch, app.kernel.web.guard).
 
 In a real `foya serve` (HOME of its own, `FOYA_WEB_FETCH_ALLOW_HOSTS=127.0.0.1`) against hostile

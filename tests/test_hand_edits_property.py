@@ -1,4 +1,4 @@
-"""Property (issue 12): a hand edit is never lost.
+"""Property: a hand edit is never lost.
 
 Random sequences of agent edits, hand edits, rewinds and file-review undos/keeps run on a few
 files through a real kernel in process (`app.kernel.Kernel` on a temp data dir, its event loop

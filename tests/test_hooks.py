@@ -1,4 +1,4 @@
-"""Hooks (reference §1 "Hooks", §7; issue 15 item 6) against a real `foya serve` whose HOME is a
+"""Hooks against a real `foya serve` whose HOME is a
 temp dir, with real shell scripts as hooks and the fake provider as the model.
 
 Exit 2 denies (stderr is the reason), another non-zero exit is a hook error and the turn goes
@@ -129,7 +129,7 @@ def gone(pid: int) -> bool:
 
 def test_config_round_trip_global(world: World) -> None:
     assert world.client.get("/hooks", params={"scope": "global"}).json() == []
-    sent = [
+    sent: list[dict[str, Any]] = [
         {"event": " Stop ", "command": " echo hi ", "name": "n", "timeout": 5, "enabled": True},
         {"id": "p1", "event": "PermissionRequest", "matcher": "^bash$", "command": "true"},
         {"event": "Notification", "command": "true", "async": True, "matcher": ""},
@@ -171,7 +171,7 @@ def test_bad_config_is_400_and_changes_nothing(world: World) -> None:
         "string timeout": ([{**good[0], "timeout": "5"}], "timeout"),
     }
     for what, (hooks, named) in refused.items():
-        body = {"scope": "project", "project_id": pid, "hooks": hooks}
+        body: dict[str, Any] = {"scope": "project", "project_id": pid, "hooks": hooks}
         response = world.client.put("/hooks", json=body)
         assert_error(response, 400, "bad_request")
         assert named in response.json()["message"], what

@@ -393,7 +393,7 @@ def test_tool_rounds_stored_as_a_json_string_are_read() -> None:
     assert parse(v2_zip(payload)) == parse(v2_zip(sample_payload()))
 
 
-# --- refusals (reference §3) -------------------------------------------------------------------
+# --- refusals -------------------------------------------------------------------
 
 
 def manifest_with(**changes: Any) -> bytes:
@@ -617,7 +617,9 @@ ODD_VALUES: list[Any] = [None, 0, -1, 1e300, float("nan"), True, "", "x", [], {}
 def garble(tree: Any, rng: random.Random) -> Any:
     """`tree` with one to three values somewhere inside replaced by odd ones."""
     for _ in range(rng.randint(1, 3)):
-        node, parent, key = tree, None, None
+        node: Any = tree
+        parent: Any = None
+        key: Any = None
         while isinstance(node, (dict, list)) and node and rng.random() < 0.85:
             key = rng.choice(list(node)) if isinstance(node, dict) else rng.randrange(len(node))
             parent, node = node, node[key]

@@ -1,5 +1,5 @@
 """An imported session made on a kernel without connections can be continued once one exists
-(issue 27 item 6; `app.kernel.binding`), through a real `foya serve` and a real import.
+(`app.kernel.binding`), through a real `foya serve` and a real import.
 
 A ChatBuddy backup imported without keys leaves its sessions without a connection. Their next
 input is refused while the kernel has no language connection at all, 400 `connection_not_found`,

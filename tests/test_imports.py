@@ -398,7 +398,7 @@ def test_a_damaged_archive_is_refused_whole(rig: InProcess) -> None:
     def drop(name: str, body: bytes) -> bytes | None:
         return None if name.endswith("history.jsonl") else body
 
-    cases = [
+    cases: list[tuple[bytes, type[Exception], str | None]] = [
         (rezip(data, flip), InvalidImport, "SHA-256"),
         (rezip(data, newer), UnsupportedImportVersion, "version 2"),
         (rezip(data, extra), InvalidImport, "not in the manifest"),
@@ -406,7 +406,6 @@ def test_a_damaged_archive_is_refused_whole(rig: InProcess) -> None:
         (data[: len(data) // 2], InvalidImport, None),
         (b"not a zip at all", InvalidImport, None),
     ]
-    cases: list[tuple[bytes, type[Exception], str | None]] = [*cases]
     for damaged, error, words in cases:
         with pytest.raises(error, match=words):
             rig.run(kernel.imports.upload("foya", damaged))

@@ -1,4 +1,4 @@
-"""Refusals and keep-alive (issue 27 §5): a request refused before its body is read (401, 413,
+"""Refusals and keep-alive: a request refused before its body is read (401, 413,
 415, 400) either leaves its connection usable or says `Connection: close`, over HTTP/1.1
 (plaintext, TLS) and HTTP/2 (TLS with ALPN `h2`, h2c prior knowledge on plaintext).
 

@@ -1,4 +1,4 @@
-"""MCP as a new user of Foya's desktop client meets it (issue 27, items 4 and 6), against real
+"""MCP as a new user of Foya's desktop client meets it, against real
 servers: the SDK's test server (tests/support/mcp_servers/server.py) and a bare one that offers
 tools
 only (tests/support/mcp_servers/bare.py).

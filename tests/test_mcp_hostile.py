@@ -189,7 +189,9 @@ def test_a_plugins_http_server_may_not_reach_loopback(
     the user (`PUT /mcp`) connects: the user's own say-so."""
     with inprocess_kernel(tmp_path / "data") as rig:
         rig.run(rig.kernel.mcp.set_plugin_servers([remote("plug", http_url)]))
-        wait_until(lambda: status(rig, "plug").get("error"), "the plugin server to fail", BOUND)
+        wait_until(
+            lambda: bool(status(rig, "plug").get("error")), "the plugin server to fail", BOUND
+        )
         assert status(rig, "plug")["state"] == "error"
         assert "refused to connect to 127.0.0.1" in status(rig, "plug")["error"]
         assert not [t for t in rig.kernel.turns.tool_runner.tools if t.startswith("mcp__plug")]

@@ -1,4 +1,4 @@
-"""Bounded memory for every archive and image (issue 28 item 4), in a real `foya serve`.
+"""Bounded memory for every archive and image, in a real `foya serve`.
 
 Each measurement starts a fresh kernel (so no earlier test's peak hides a new one), warms the
 code path with a small refused request, reads the kernel's peak resident memory (VmHWM in

@@ -1,4 +1,4 @@
-"""Background memory maintenance (app.kernel.usercontext.keeper; issue 15 item 3, seed 000).
+"""Background memory maintenance (app.kernel.usercontext.keeper).
 
 A real kernel runs in process (its own HOME, so `~/.foya/memory` is the test's) against the fake
 provider, which serves both the sessions' model and the `fast` default model the keeper asks.
@@ -37,7 +37,7 @@ from support.fake_provider import (
 from support.helpers import wait_until
 
 from app import events as k
-from app.events import EventDraft
+from app.events import EventDraft, Message
 from app.kernel import Kernel
 from app.kernel.emit import topic
 from app.kernel.turns.inputs import TurnInput
@@ -247,7 +247,7 @@ def test_forks_and_sub_agents_add_nothing_to_read(
             "updated_at_ns": time.time_ns(),
         }
         rig.run(rig.kernel.store.create_session(child))
-        note = {"role": "user", "content": "Sub-agent task: list the files."}
+        note: Message = {"role": "user", "content": "Sub-agent task: list the files."}
         rig.run(rig.kernel.facts.emit(EventDraft("sub-agent-1", k.MESSAGE_END, note)))
 
         assert rig.run(rig.keeper.run_pass()).status == "idle"

@@ -106,7 +106,7 @@ def test_openapi_lists_every_route(document: dict[str, Any], tmp_path: Path) -> 
 
 
 def test_openapi_documents_no_422(kernels: Pair, document: dict[str, Any]) -> None:
-    """Invalid requests are answered 400 `{code, message}` (reference §0), never FastAPI's 422,
+    """Invalid requests are answered 400 `{code, message}`, never FastAPI's 422,
     so a generated client must not be told to expect a 422 `HTTPValidationError`."""
     with kernels.unix.client() as client:
         response = client.post("/sessions", json={"workspace": "/tmp"})

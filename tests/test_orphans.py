@@ -1,5 +1,5 @@
 """What a crash leaves on disk is swept at the next start; what nothing owns, `foya check` reports
-and `foya check --repair` removes (issue 28 §3).
+and `foya check --repair` removes.
 
 A real `foya serve` (HOME a temp directory) killed in the middle of a plugin install
 (`FOYA_FAILPOINT=plugin_install_copied`: the package is copied and checked, not yet renamed into

@@ -1,4 +1,4 @@
-"""Project trust (issue 28, class 1; `app.kernel.trust`) against a real `foya serve` whose HOME is
+"""Project trust (`app.kernel.trust`) against a real `foya serve` whose HOME is
 a temp dir: a cloned project's `.foya/hooks.json` runs nothing until the user trusts that exact
 content, a changed file asks again, the user's own `~/.foya` hooks still run, and a hook's
 `allow` approves a tool call only with `may_approve` in a trusted file.

@@ -1,4 +1,4 @@
-"""Projects REST (reference §1 "Projects") against a real `foya serve` on a Unix socket, plus the
+"""Projects REST against a real `foya serve` on a Unix socket, plus the
 `<data-dir>/projects.json` file it keeps (mode 0600, survives a restart)."""
 
 from __future__ import annotations

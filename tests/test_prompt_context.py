@@ -1,4 +1,4 @@
-"""The user's context in every model request (issue 15 item 3): rules, memory and `AGENTS.md` are
+"""The user's context in every model request: rules, memory and `AGENTS.md` are
 added to the system prompt in a fixed order; glob rules follow what the session touches; the
 context tools (`rule_load`, `memory_remember`) work through the normal tool and approval flow.
 
@@ -103,7 +103,8 @@ def last_system(s: Session) -> str:
 
 
 def project_session(world: dict[str, Any], **fields: Any) -> Session:
-    return world["agent"].session(project_id=world["pid"], **fields)
+    session: Session = world["agent"].session(project_id=world["pid"], **fields)
+    return session
 
 
 def test_rules_memory_and_agents_md_reach_the_model_in_a_fixed_order(

@@ -1,4 +1,4 @@
-"""Questions (issue 17 item 2; reference §1 "Approvals, questions, browser", §2): the `ask_user`
+"""Questions: the `ask_user`
 tool records `question_requested` and waits; `POST …/questions/{batch_id}/answer` gives the
 answers to the model, `…/cancel`, a turn cancel or deleting the session end it cancelled
 (`question_resolved`). Answers that do not fit are a 400 `invalid_question_answers` and change

@@ -1,4 +1,4 @@
-"""The input queue and cancel (reference §1 "Turns, tools, queue", §2, §7 "Queue", "Cancel").
+"""The input queue and cancel.
 
 One real kernel and one fake provider for the module; every test has its own session. Turns
 that must stay busy stream from the fake behind a gate the test opens (or never opens: a cancel
@@ -14,6 +14,7 @@ import pytest
 from support.fake_provider import (
     BOUND,
     Agent,
+    Script,
     Session,
     agent_kernel,
     answer,
@@ -37,7 +38,7 @@ def agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Agent]:
         yield agent
 
 
-def held(agent: Agent, before: str = "working ", after: str = "and done.") -> tuple[Any, list]:
+def held(agent: Agent, before: str = "working ", after: str = "and done.") -> tuple[Any, Script]:
     """A script that streams `before`, then waits for its gate, then finishes with `after`."""
     gate = agent.fake.gate()
     return gate, [text(before), wait(gate), text(after), usage(), finish()]
@@ -342,7 +343,7 @@ def test_cancel_when_idle_is_204(agent: Agent) -> None:
 
 
 def test_after_a_stop_new_input_drains_the_queue_again(agent: Agent) -> None:
-    """A stop pauses the queue; a new turn must resume draining (reference §7: the runner
+    """A stop pauses the queue; a new turn must resume draining (the runner
     drains the queue unless stopped), so input queued during that turn runs after it."""
     s = agent.session()
     assert s.client.post(f"/sessions/{s.id}/cancel").status_code == 204  # a stop while idle

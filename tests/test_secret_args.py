@@ -1,4 +1,4 @@
-"""Secrets never on a command line (issue 28, class 7), through real `foya` processes.
+"""Secrets never on a command line, through real `foya` processes.
 
 Any local user reads a process's arguments (`ps`, /proc/<pid>/cmdline). Every flag or argument
 of `foya` that can carry a secret refuses a literal one (exit 2, one line naming the safe channel:
@@ -124,10 +124,10 @@ def _cmdline(pid: int) -> str:
 def test_a_replica_password_in_the_environment_is_on_no_command_line(
     launcher: Launcher, root: Path
 ) -> None:
-    """FOYA_REPLICA_URL with a password, to a real sshd on loopback (tests/support/replica_servers.py;
-    it takes the key): the kernel serves and replicates, and neither the kernel's nor
-    Litestream's /proc/<pid>/cmdline holds the password; Litestream has it from its 0600
-    config file."""
+    """FOYA_REPLICA_URL with a password, to a real sshd on loopback
+    (tests/support/replica_servers.py; it takes the key): the kernel serves and replicates, and
+    neither the kernel's nor Litestream's /proc/<pid>/cmdline holds the password; Litestream has
+    it from its 0600 config file."""
     home = root / "env-home"
     home.mkdir()
     with sftp_server(root / "sshd") as server:

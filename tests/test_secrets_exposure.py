@@ -1,4 +1,4 @@
-"""A project that contains Foya's own data never exposes it (issue 12 §4, "secrets exposure").
+"""A project that contains Foya's own data never exposes it.
 
 The kernel runs with HOME set to a temporary home and its default data dir under it
 (`$XDG_CONFIG_HOME/foya` = `~/.config/foya`), over TLS with a token digest file, and its key,

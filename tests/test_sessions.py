@@ -1,4 +1,4 @@
-"""Sessions REST (reference §1 "Sessions", usage) against real `foya serve` kernels.
+"""Sessions REST (usage) against real `foya serve` kernels.
 
 Two kernels for the module, started side by side on Unix sockets:
 
@@ -19,7 +19,7 @@ import json
 import stat
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import pytest
@@ -35,7 +35,7 @@ from support.streams_helpers import (
     session_row,
 )
 
-from app.events import EventDraft
+from app.events import MESSAGE_END, EventDraft, Message
 from app.store import Store
 
 ISO = "%Y-%m-%dT%H:%M:%S.%fZ"
@@ -103,7 +103,7 @@ CONNECTIONS = [
         "model_settings": {},
     },
 ]
-CONVERSATION = [
+CONVERSATION: list[Message] = [
     {"role": "user", "content": "hello"},
     {"role": "assistant", "content": "hi there"},
     {"role": "user", "content": "and again"},
@@ -121,10 +121,11 @@ def prepare_seeded(data_dir: Path) -> None:
         await store.create_session(session_row(DOOMED, **bound))
         await store.create_session(session_row(DOOMED_CHILD, parent_id=DOOMED, **bound))
         for message in CONVERSATION:
-            await store.append(EventDraft(PARENT, "message_end", message))
-        await store.append(EventDraft(CHILD, "message_end", {"role": "user", "content": "sub"}))
+            await store.append(EventDraft(PARENT, MESSAGE_END, message))
+        await store.append(EventDraft(CHILD, MESSAGE_END, {"role": "user", "content": "sub"}))
         await store.create_session(session_row(ODD, **bound))
-        await store.append(EventDraft(ODD, "message_end", ODD_MESSAGE))
+        # Cast: a message of another version, with a field no `Message` has.
+        await store.append(EventDraft(ODD, MESSAGE_END, cast(Message, ODD_MESSAGE)))
 
     seed_store(data_dir, fill)
     (data_dir / "connections.json").write_text(json.dumps(CONNECTIONS))

@@ -1,4 +1,4 @@
-"""Skills (reference §1 "Skills", Foya's `skill` package): SKILL.md packages found under
+"""Skills (Foya's `skill` package): SKILL.md packages found under
 `~/.agents/skills`, `~/.foya/skills` and a project's `.agents/skills` and `.foya/skills`.
 
 The kernel's `Skills` service runs in-process over real files (discovery, precedence, the parse
@@ -342,8 +342,9 @@ def test_bad_requests_are_refused_and_change_nothing(
         assert_error(
             client.patch(f"/skills/{ref}/pinned", json={"pinned": True}), 400, "bad_request"
         )
-    for body in ({}, {"enabled": "no"}, {"enabled": 0}, []):
-        assert_error(client.patch("/skills/global:b-known", json=body), 400, "bad_request")
+    bad: object
+    for bad in ({}, {"enabled": "no"}, {"enabled": 0}, []):
+        assert_error(client.patch("/skills/global:b-known", json=bad), 400, "bad_request")
     assert_error(
         client.patch("/skills/global:b-known/pinned", json={"enabled": True}), 400, "bad_request"
     )

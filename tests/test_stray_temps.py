@@ -1,4 +1,4 @@
-"""What a crash leaves on disk is cleaned up at the next run, and nothing else (issue 12 §4).
+"""What a crash leaves on disk is cleaned up at the next run, and nothing else.
 
 A kernel killed while a rewind writes a file (`FOYA_FAILPOINT=restore_staged:2`: the temp file is
 complete, not yet renamed) leaves `.<name>.foya-<hex>.tmp` beside it; the next start rolls the
@@ -40,7 +40,7 @@ from support.files_helpers import (
 from support.helpers import Launcher, base_env, run_foya, short_tmpdir
 from support.streams_helpers import Served, seed_store, session_row
 
-from app.events import EventDraft
+from app.events import SESSION_UPDATED, EventDraft
 from app.store import Store
 
 USERS = ".one.txt.foya-notes.tmp"
@@ -103,7 +103,7 @@ def data(tmp_path: Path) -> Path:
 
     async def fill(store: Store) -> None:
         await store.create_session(session_row("s" * 24, title="t"))
-        await store.append(EventDraft("s" * 24, "session_updated", {"id": "s" * 24}))
+        await store.append(EventDraft("s" * 24, SESSION_UPDATED, {"id": "s" * 24}))
 
     seed_store(data, fill)
     return data

@@ -1,4 +1,4 @@
-"""The session event stream `GET /sessions/{id}/events` (reference §2, §3) over a real kernel.
+"""The session event stream `GET /sessions/{id}/events` over a real kernel.
 
 Events come from PATCH /sessions/{id}: each stores a `session_updated` event and must-delivers
 it. Every check compares what clients received against what the store holds (a replay from 0

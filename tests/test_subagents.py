@@ -1,4 +1,4 @@
-"""Sub-agents (issue 17 item 1; Foya's `subagent` and `agents_test.go`): child sessions started
+"""Sub-agents (Foya's `subagent` and `agents_test.go`): child sessions started
 by a parent's tools or `POST …/agents`, their limits, token budget, cancel, deletion and restart.
 
 The rules run on a real kernel in the test's process (tests/support/inprocess.py) with the fake
@@ -48,6 +48,7 @@ from app.events import Event
 from app.kernel.agents.errors import AgentRunFailed
 from app.kernel.agents.limits import MAX_CHILDREN_PER_ROOT, AgentLimits
 from app.kernel.agents.package import ContextSelection
+from app.kernel.agents.runs import AgentRunSnapshot
 from app.kernel.agents.service import BUDGET_SPENT, SpawnRequest
 from app.kernel.emit import topic
 
@@ -156,9 +157,9 @@ def new_parent(rig: InProcess) -> dict[str, Any]:
     return dict(rig.run(rig.kernel.sessions.update(session["id"], {"title": "parent"})))
 
 
-def spawn(rig: InProcess, parent: str, task: str, **fields: Any) -> dict[str, Any]:
+def spawn(rig: InProcess, parent: str, task: str, **fields: Any) -> AgentRunSnapshot:
     request = SpawnRequest(task=task, agent_ref=fields.pop("agent_ref", "helper"), **fields)
-    return dict(rig.run(rig.kernel.agents.spawn(parent, request)))
+    return rig.run(rig.kernel.agents.spawn(parent, request))
 
 
 def run_of(rig: InProcess, parent: str, run_id: str) -> dict[str, Any]:
@@ -220,6 +221,7 @@ def test_three_agent_calls_of_one_step_run_side_by_side(
         assert (child["agent_ref"], child["agent_name"]) == ("user:helper", "helper")
         assert child["model"] == CHILD and child["title"] == f"helper: HOLD trio part {i}"
         row = rig.run(rig.kernel.sessions.row(child["id"]))
+        assert row["allowed_tools_json"] is not None
         assert json.loads(row["allowed_tools_json"]) == ["read"]
         assert row["agent_max_turns"] == 20
         assert row["agent_instructions"] == "You help. Answer in one line."

@@ -2,7 +2,7 @@
 
 These run where systemd is installed but is not PID 1 (a CI container): `verify` and
 `security --offline=true` read the unit file alone. `verify` checks that the ExecStart binary
-exists, so it runs on a copy pointing at this venv's `foya` (DESIGN §7); it does not look the
+exists, so it runs on a copy pointing at this venv's `foya`; it does not look the
 `User=` up, and it reports unknown or misspelt keys as warnings with exit status 0, so its output
 must be empty too. The sandboxing options themselves need a running systemd and are not exercised
 here; the command line, environment, credential and notify protocol are.
@@ -190,7 +190,7 @@ def test_execstart_serves_as_systemd_would_start_it(
         argv[0] = str(VENV_FOYA)
         env = {"PATH": os.environ["PATH"], **expand}
         for line in service.get("Environment", []):
-            env.update(host(item).split("=", 1) for item in shlex.split(line))
+            env.update(dict(host(item).split("=", 1) for item in shlex.split(line)))
         assert env["HOME"] == str(state), "HOME is the state directory, never under /home"
         log = root / "journal.log"
         with notify_socket(root) as notify, log.open("wb") as journal:

@@ -1,4 +1,4 @@
-"""Terminals (issue 16, reference §1 "Terminals" and §3): the user's shell on a real PTY.
+"""Terminals: the user's shell on a real PTY.
 
 Every test drives a real `foya serve` on a Unix socket, with a HOME of its own and
 `SHELL=/bin/sh`, through the routes: start, input, resize, stop, the snapshot and the terminal's

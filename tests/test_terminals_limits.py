@@ -1,4 +1,4 @@
-"""Terminal refusals that a real process cannot be made to show in a test's time (issue 16):
+"""Terminal refusals that a real process cannot be made to show in a test's time:
 409 `terminal_busy` (the shell takes no input for 10 s) and 501 `terminal_unavailable` (a host
 without pseudo-terminals or pidfds). A real in-process kernel on a real data directory runs a
 real shell; only the wait is shortened, and only the operating system's calls are made to fail.

@@ -1,4 +1,4 @@
-"""Session titles (reference §7 "Titles are generated asynchronously"; §1 `title_is_manual`).
+"""Session titles.
 
 After a session's first completed turn the kernel asks the model, in the background and without
 streaming, for a short title, and sets it as a generated title (`title_is_manual` false). A title

@@ -1,4 +1,4 @@
-"""The agent's tools through real turns (reference §7 "Tools"; §6 file changes and blobs).
+"""The agent's tools through real turns.
 
 The fake provider asks for tool calls; the kernel runs them in the session's workspace
 (`<data-dir>/workspaces/<session>`) with `full_access`, so no approval gets in the way. Results

@@ -1,4 +1,4 @@
-"""Transport hardening of `foya serve` (issue 12 §4), each through a real kernel process.
+"""Transport hardening of `foya serve`, each through a real kernel process.
 
 - request-head deadline, connection cap and rate-limited accept failures (app.serve.admission,
   app.serve.listeners), with the server's descriptor limit lowered so a few hundred sockets exhaust

@@ -1,4 +1,4 @@
-"""How many commits a turn costs (issue 13): a one-step text turn commits its opening facts,
+"""How many commits a turn costs: a one-step text turn commits its opening facts,
 then at most two transactions — the step (usage, accepted boundary, assistant message) and its
 close (`turn_complete` with the phase change). Counted on the store's own connection with
 SQLite's trace callback, in process, against the fake provider.

@@ -1,4 +1,4 @@
-"""Agent turns end to end (reference §1 "Turns", §2 event order, §7 agent loop, §6 restart).
+"""Agent turns end to end.
 
 A real `foya serve` on a Unix socket talks to the fake OpenAI-compatible provider of
 `fake_provider.py` through a connection made with `POST /connections`. Events are read from the
@@ -15,6 +15,7 @@ import re
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -23,6 +24,7 @@ from support.fake_provider import (
     BOUND,
     Agent,
     FakeProvider,
+    Script,
     Session,
     agent_kernel,
     answer,
@@ -50,8 +52,8 @@ from support.streams_helpers import Served, unix_kernel
 
 RUN_ID = re.compile(r"^[0-9a-f]{24}$")
 TC = "turn_complete"
-# The agent tools, the context tools (issue 15), then issue 17's: background commands,
-# sub-agents, tasks, questions and browser actions; issue 18's web and MCP tools.
+# The agent tools, the context tools, then background commands, sub-agents, tasks,
+# questions and browser actions, then the web and MCP tools.
 TOOL_NAMES = (
     {"bash", "read", "write", "edit", "delete", "rule_load", "memory_remember"}
     | {"skill_load", "skill_search", "skill_read_resource"}
@@ -88,7 +90,7 @@ def agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Agent]:
 
 def test_event_order_of_a_turn_with_one_tool_call(agent: Agent) -> None:
     s = agent.session()
-    step1 = [
+    step1: Script = [
         reasoning("Thinking "),
         reasoning("hard."),
         text("Let me "),
@@ -293,7 +295,7 @@ def test_several_tools_in_one_step_run_in_call_order(agent: Agent) -> None:
 
 def test_unknown_tool_and_bad_arguments_are_tool_errors(agent: Agent) -> None:
     s = agent.session()
-    bad_json = [
+    bad_json: Script = [
         tool_call(0, "c1", "teleport", "{}"),
         tool_call(1, "c2", "bash"),
         tool_call(1, arguments='{"command": '),
@@ -322,7 +324,7 @@ def test_unknown_tool_and_bad_arguments_are_tool_errors(agent: Agent) -> None:
     ],
 )
 def test_a_broken_stream_fails_the_turn_and_the_kernel_keeps_serving(
-    agent: Agent, broken: list
+    agent: Agent, broken: Script
 ) -> None:
     s = agent.session()
     frames = s.turn(broken)
@@ -496,7 +498,7 @@ def snapshot_text(data_dir: Path, session: str) -> str:
     return str(json.loads(row[0]).get("content", "")) if row else ""
 
 
-def stored_events(data_dir: Path, session: str) -> list[tuple[str, dict]]:
+def stored_events(data_dir: Path, session: str) -> list[tuple[str, Any]]:
     """(kind, payload) of the session's stored events, in seq order (read-only)."""
     conn = sqlite3.connect(f"file:{data_dir / 'foya.db'}?mode=ro", uri=True)
     try:
@@ -508,7 +510,7 @@ def stored_events(data_dir: Path, session: str) -> list[tuple[str, dict]]:
     return [(kind, json.loads(payload) if payload else None) for kind, payload in rows]
 
 
-def make_session(client: httpx.Client, approval_mode: str) -> dict:
+def make_session(client: httpx.Client, approval_mode: str) -> dict[str, Any]:
     (connection,) = client.get("/connections").json()
     body = {"connection_id": connection["id"], "model": f"m-{approval_mode}-restart"}
     response = client.post("/sessions", json={**body, "approval_mode": approval_mode})

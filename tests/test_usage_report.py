@@ -1,5 +1,5 @@
-"""Usage: the last request of a session, the 7/30-day report, the token metric (reference §1
-"Compaction, usage", seed 001 "删除边界": ledgers outlive deleted sessions).
+"""Usage: the last request of a session, the 7/30-day report, the token metric
+(ledgers outlive deleted sessions).
 
 A kernel of this module's own serves it, so the global report holds exactly what these tests
 did: the first test sees it empty, the next ones add known usage through the fake provider.

@@ -1,4 +1,4 @@
-"""The guarded fetch behind `web_fetch` (issue 18 item 2), against real HTTP servers on loopback.
+"""The guarded fetch behind `web_fetch`, against real HTTP servers on loopback.
 
 Refused, without a connection: 127.0.0.1, `localhost` (the system resolver's answer), 10.x,
 169.254.169.254 and the other private or reserved ranges, given as IP literals or as a name the
@@ -32,7 +32,8 @@ from support.interactions_helpers import new_session, watch
 
 from app import events as k
 from app.kernel.turns.inputs import TurnInput
-from app.kernel.web.fetch import TRUNCATED, Fetcher, FetchError
+from app.kernel.web.errors import FetchError
+from app.kernel.web.fetch import TRUNCATED, Fetcher
 from app.kernel.web.guard import AllowList, blocked, literal
 
 PAGE = """<html><head><title>T</title><script>steal()</script><style>p{}</style></head>

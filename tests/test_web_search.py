@@ -1,4 +1,4 @@
-"""Web search (issue 18 item 2): `GET|PUT /web-search`, `POST /web-search/test` and the
+"""Web search: `GET|PUT /web-search`, `POST /web-search/test` and the
 `web_search` tool, through a real `foya serve` on a Unix socket, against a local fake search
 server that speaks SearXNG's JSON API and the Bing Web Search API.
 
@@ -63,6 +63,7 @@ def fake_search() -> Iterator[FakeSearch]:
             query = {k: v[0] for k, v in parse_qs(parts.query).items()}
             headers = {k.lower(): v for k, v in self.headers.items()}
             fake.requests.append((parts.path, query, headers))
+            body: dict[str, object]
             if parts.path == "/search" and query.get("format") == "json":
                 status, body = 200, {"query": query.get("q"), "results": RESULTS}
             elif parts.path == "/bing":

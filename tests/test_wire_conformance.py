@@ -1,4 +1,4 @@
-"""Foya wire behaviours a black-box port of Foya's own tests found different (issue 12 §2):
+"""Foya wire behaviours a black-box port of Foya's own tests found different:
 input that is only context, browser element URLs, rewinding context, approvals bound to their
 session, and a provider stream that breaks off. One real kernel and the fake provider.
 """

@@ -34,7 +34,7 @@ import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import pytest
@@ -74,14 +74,16 @@ from support.fake_provider import (
 from support.helpers import short_tmpdir
 from support.streams_helpers import Frame, module_kernels, seed_store, session_row
 
-from app.events import EventDraft
+from app import events as k
+from app.events import EventDraft, ToolUpdate
 from app.store import Store
 
 # ------------------------------------------------------------------ the TypeScript contract
 
 
 def conforms(shape: Type, value: Any, where: str) -> None:
-    """Assert that `value` has `shape` (tests/support/desktop_shapes.py), naming every difference."""
+    """Assert that `value` has `shape` (tests/support/desktop_shapes.py), naming every
+    difference."""
     problems = check(shape, value)
     assert not problems, f"{where}:\n  " + "\n  ".join(problems)
 
@@ -118,26 +120,34 @@ LEGACY_ARGS = {"command": "ls -la"}
 async def _legacy(store: Store) -> None:
     """A session as an older version stored it."""
     await store.create_session(session_row(LEGACY, title="legacy"))
-    facts: list[tuple[str, Any]] = [
-        ("message_end", {"role": "user", "content": "list"}),
-        (
-            "message_end",
+    # Cast: the card of an older version (arguments as an object, status `pending`).
+    card = cast(ToolUpdate, {"id": "c1", "name": "bash", "input": LEGACY_ARGS, "status": "pending"})
+    facts = [
+        EventDraft(LEGACY, k.MESSAGE_END, {"role": "user", "content": "list"}),
+        EventDraft(
+            LEGACY,
+            k.MESSAGE_END,
             {
                 "role": "assistant",
                 "content": "",
                 "tool_calls": [{"id": "c1", "name": "bash", "input": LEGACY_ARGS}],
             },
         ),
-        ("tool_update", {"id": "c1", "name": "bash", "input": LEGACY_ARGS, "status": "pending"}),
-        ("tool_end", {"id": "c1", "name": "bash", "output": "a.txt"}),
-        ("message_end", {"role": "tool", "tool_call_id": "c1", "name": "bash", "content": "x"}),
-        (
-            "message_end",
+        EventDraft(LEGACY, k.TOOL_UPDATE, card),
+        EventDraft(LEGACY, k.TOOL_END, {"id": "c1", "name": "bash", "output": "a.txt"}),
+        EventDraft(
+            LEGACY,
+            k.MESSAGE_END,
+            {"role": "tool", "tool_call_id": "c1", "name": "bash", "content": "x"},
+        ),
+        EventDraft(
+            LEGACY,
+            k.MESSAGE_END,
             {"role": "assistant", "content": "Done.", "turn_status": "failed", "turn_reason": None},
         ),
     ]
-    for kind, payload in facts:
-        await store.append(EventDraft(LEGACY, kind, payload))
+    for fact in facts:
+        await store.append(fact)
 
 
 @pytest.fixture(scope="module")

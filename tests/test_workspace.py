@@ -1,4 +1,4 @@
-"""Workspace browsing over HTTP (reference §1 "Workspace"): the session's workspace, directory
+"""Workspace browsing over HTTP: the session's workspace, directory
 listings, the tree, text and raw reads.
 
 A real kernel on a Unix socket; each test writes straight into its session's managed workspace

@@ -1,4 +1,4 @@
-"""`workspace_files` on a turn, a queued message and a command run (issue 27; Foya's
+"""`workspace_files` on a turn, a queued message and a command run (Foya's
 `normalizeWorkspaceFiles` and `modelMessage`), against a real `foya serve` and the fake provider.
 
 What the user picks is a list of workspace-relative paths. The kernel keeps each as the canonical

@@ -1,4 +1,4 @@
-"""File tools never destroy a file half-way, and never leave a change unrecorded (issue 12 §4).
+"""File tools never destroy a file half-way, and never leave a change unrecorded.
 
 A write or edit goes to a temp file in the same directory, is fsynced and renamed over the
 target; before the rename the kernel stores the before- and after-image in a durable journal,
@@ -98,7 +98,7 @@ def _run_tool_in_subprocess(script: str, **popen: Any) -> str:
         **popen,
     )
     assert done.returncode == 0, done.stderr
-    return done.stdout
+    return str(done.stdout)
 
 
 def test_a_write_tool_that_fails_half_way_keeps_the_old_file(tmp_path: Path) -> None:

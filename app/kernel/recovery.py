@@ -1,4 +1,4 @@
-"""Startup recovery (seed 000 "重启恢复"): make state consistent after any crash.
+"""Startup recovery: make state consistent after any crash.
 
 The store resets phases, drops partial stream snapshots and prunes expired file changes; here we
 also roll back file journals that never committed, putting each file the journal had written

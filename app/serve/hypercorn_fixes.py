@@ -5,7 +5,7 @@
 its request's body (a 401, 413 or 400 answered without reading the body), hypercorn cannot reuse
 the connection and closes it right after the response, which did not say `Connection: close`.
 A client that has sent its whole body, read that response and reused the connection in the
-moment before the close reached it got "server disconnected without a response" (issue 27: a
+moment before the close reached it got "server disconnected without a response" (a
 few in 200 unauthenticated POSTs on one client, more on a busy machine). `RequestBodyDrain`
 reads and discards up to `DRAIN_BYTES` of the unread body before the answer goes out, so the
 connection stays usable; a body longer than that (or slower than `DRAIN_SECONDS`) is answered

@@ -3,7 +3,7 @@
 We open the listening socket ourselves and hand hypercorn its file descriptor (`fd://N`), so the
 Unix-socket rules (data-dir lock, stale-socket check, 0600 mode, removal on exit) and bind errors
 are ours to enforce and report before anything is served. hypercorn runs in this process through
-its Python API: a worker subprocess would double resident memory (DESIGN §7).
+its Python API: a worker subprocess would double resident memory.
 
 Shutdown: SIGINT/SIGTERM (or the parent named by FOYA_PARENT_PID exiting) sets an event; our
 `shutdown_trigger` first tells the kernel to end long-lived streams, then returns so hypercorn
@@ -87,7 +87,7 @@ class Listener:
 
 
 def open_unix(path: Path) -> Listener:
-    """Bind the Unix socket (reference §4): 0700 dir, refuse a live socket, replace a stale one."""
+    """Bind the Unix socket: 0700 dir, refuse a live socket, replace a stale one."""
     if len(os.fsencode(path)) > 107:
         raise ConfigError(f"--socket (FOYA_SOCKET_PATH): path too long for a Unix socket: {path}")
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)

@@ -83,7 +83,7 @@ from collections import defaultdict, deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import httpx
 from hypercorn.asyncio import serve
@@ -311,7 +311,7 @@ class FakeProvider:
         self.models_error: int | None = None
         # Answers a chat request no pushed script is queued for (None: HTTP 500). bench.turns
         # uses it to stream as many deltas as each request asks for.
-        self.respond: Callable[[Recorded], Script] | None = None
+        self.respond: Callable[[Recorded], Script | None] | None = None
         self.keep_alive_timeout = 30.0
         self.port = 0
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -386,7 +386,7 @@ class FakeProvider:
 
     @classmethod
     @contextlib.contextmanager
-    def running(cls) -> Iterator[FakeProvider]:
+    def running(cls) -> Iterator[Self]:
         fake = cls()
         fake.start()
         try:

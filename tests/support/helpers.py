@@ -33,9 +33,9 @@ from app.ops.certs import self_signed
 REPO = Path(__file__).resolve().parents[2]
 FOYA = (sys.executable, "-m", "app")
 READY_DEADLINE = 30.0  # upper bound while polling; a healthy start takes about a second
-STOP_DEADLINE = 10.0  # reference §4: graceful shutdown within 10 s
+STOP_DEADLINE = 10.0  # graceful shutdown within 10 s
 UNAUTHORIZED = {"code": "unauthorized", "message": "valid bearer token required"}
-# Bearer tokens around the 32-character minimum (reference §4).
+# Bearer tokens around the 32-character minimum.
 TOKEN_31 = "abcdefghijklmnopqrstuvwxyz01234"
 TOKEN_32 = TOKEN_31 + "5"
 SECURITY_HEADERS = {

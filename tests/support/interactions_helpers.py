@@ -29,7 +29,7 @@ class Watch:
 
         async def read() -> Event:
             while True:
-                event = await asyncio.wait_for(self.sub.get(), BOUND)
+                event: Event | None = await asyncio.wait_for(self.sub.get(), BOUND)
                 assert event is not None, "the stream ended"
                 if event.seq:
                     self.events.append(event)
