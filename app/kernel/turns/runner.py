@@ -39,6 +39,7 @@ from app.kernel.turns.compactions import Compactions
 from app.kernel.turns.inputs import Accepted, TurnAccepted, TurnInput
 from app.kernel.turns.plugs import TurnPlugs
 from app.kernel.turns.queue import Queues
+from app.kernel.turns.request import Requests
 from app.kernel.turns.runners import ENDING, Runners
 from app.kernel.turns.steps import Steps
 from app.kernel.turns.titles import Titles
@@ -92,16 +93,16 @@ class Turns:
         self.tool_runner = ToolRunner(
             plugs.tools, approvals, providers, trash, store, plugs.policies
         )
-        self.steps = Steps(
+        requests = Requests(
             sessions,
             store,
             providers,
             self.tool_runner,
             self.compactor,
-            metrics,
             plugs.prompt,
             plugs.instructions,
         )
+        self.steps = Steps(requests, metrics)
         self.cycle = TurnCycle(
             sessions,
             self.steps,

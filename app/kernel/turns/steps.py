@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -29,14 +29,10 @@ from app.events import (
 )
 from app.kernel import usage
 from app.kernel.ids import iso_now
-from app.kernel.providers import Providers
 from app.kernel.sessions import Sessions
-from app.kernel.turns.compaction import Compactor
-from app.kernel.turns.ports import Instructions, PromptPort
 from app.kernel.turns.request import Requests
 from app.kernel.turns.run import Run
 from app.kernel.turns.toolcalls import Emit, ParsedCall, PartialCall, parsed
-from app.kernel.turns.tooling import ToolRunner
 from app.metrics import Metrics
 from app.providers.base import (
     ProviderError,
@@ -46,7 +42,6 @@ from app.providers.base import (
     ToolCallDelta,
     Usage,
 )
-from app.store import Store
 from app.wire import arguments_text
 
 __all__ = ["Run", "StepLimitReached", "Steps", "emitter"]
@@ -84,28 +79,15 @@ def emitter(sessions: Sessions, run: Run) -> Emit:
 class Steps:
     """The model-and-tools steps of turns."""
 
-    def __init__(
-        self,
-        sessions: Sessions,
-        store: Store,
-        providers: Providers,
-        tool_runner: ToolRunner,
-        compactor: Compactor,
-        metrics: Metrics,
-        prompt: PromptPort | None = None,
-        instructions: Sequence[Instructions] = (),
-    ) -> None:
-        """`instructions` are what the capabilities add to a session's system prompt (plan
-        mode's), after a sub-agent's own role."""
-        self.sessions = sessions
-        self.store = store
-        self.providers = providers
-        self.tool_runner = tool_runner
-        self.compactor = compactor
+    def __init__(self, requests: Requests, metrics: Metrics) -> None:
+        """`requests` builds each step's model request; the step uses the same services."""
+        self.requests = requests
+        self.sessions = requests.sessions
+        self.store = requests.store
+        self.providers = requests.providers
+        self.tool_runner = requests.tool_runner
+        self.compactor = requests.compactor
         self.metrics = metrics
-        self.requests = Requests(
-            sessions, store, providers, tool_runner, compactor, prompt, instructions
-        )
 
     async def run(self, run: Run) -> bool:
         """A step; after the provider's first context-overflow error in a turn, compact and
