@@ -24,8 +24,6 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from tools.generated import write_or_check
-
 REPO = Path(__file__).resolve().parents[1]
 OUTPUT = REPO / "docs" / "errors.md"
 COMMAND = "python -m tools.errdoc"
@@ -177,7 +175,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", type=Path, default=OUTPUT, help="default: docs/errors.md")
     args = parser.parse_args(argv)
     text = render(entries())
-    return write_or_check(args.output, text, check=args.check, command=COMMAND)
+    if args.check:
+        current = args.output.read_text() if args.output.exists() else ""
+        if current != text:
+            print(f"{args.output} is out of date: run `{COMMAND}` and commit it", file=sys.stderr)
+            return 1
+        return 0
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(text)
+    print(f"wrote {args.output}")
+    return 0
 
 
 if __name__ == "__main__":
