@@ -116,12 +116,28 @@ class Metrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
+        self._runtime()
+        self._http()
+        self._turns()
+        self._capabilities()
+
+    def _runtime(self) -> None:
+        """The process, its garbage collector, the build and the event loop's lag."""
         ProcessCollector(registry=self.registry)
         GCCollector(registry=self.registry)
         PlatformCollector(registry=self.registry)
         Info("foya_build", "Build information.", registry=self.registry).info(
             {"version": __version__, "python": platform.python_version()}
         )
+        self.loop_lag = Histogram(
+            "foya_event_loop_lag_seconds",
+            f"How late the event loop woke a timer, sampled every {LAG_INTERVAL} s.",
+            buckets=(0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1),
+            registry=self.registry,
+        )
+
+    def _http(self) -> None:
+        """Requests served, their duration, those in flight, and readiness."""
         self.requests = Counter(
             "foya_http_requests",
             "HTTP requests by method, route template and status.",
@@ -135,12 +151,6 @@ class Metrics:
             buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10),
             registry=self.registry,
         )
-        self.tokens = Counter(
-            "foya_model_tokens",
-            "Model tokens by model and kind (input, output, cached).",
-            ["model", "kind"],
-            registry=self.registry,
-        )
         self.in_flight = Gauge(
             "foya_http_requests_in_flight", "HTTP requests being served.", registry=self.registry
         )
@@ -150,18 +160,41 @@ class Metrics:
             ["check"],
             registry=self.registry,
         )
+
+    def _turns(self) -> None:
+        """What turns spend and decide: model tokens, ignored approvals, sub-agent runs."""
+        self.tokens = Counter(
+            "foya_model_tokens",
+            "Model tokens by model and kind (input, output, cached).",
+            ["model", "kind"],
+            registry=self.registry,
+        )
         self.approval_decisions_ignored = Counter(
             "foya_approval_decisions_ignored",
             "Approval decisions that matched no pending request of their session (answered 204).",
             registry=self.registry,
         )
+        self.subagent_runs = Counter(
+            "foya_subagent_runs",
+            "Sub-agent runs by how they ended: completed, failed, cancelled, interrupted.",
+            ["status"],
+            registry=self.registry,
+        )
+        self.subagents = Gauge(
+            "foya_subagents",
+            "Sub-agent runs now queued or running.",
+            ["state"],
+            registry=self.registry,
+        )
+
+    def _capabilities(self) -> None:
+        """The capabilities' own work: canvas, terminals, automations, imports."""
         self.canvas_generations = Counter(
             "foya_canvas_generations",
             "Canvas image generations by outcome (success, error, interrupted).",
             ["outcome"],
             registry=self.registry,
         )
-
         self.terminals_open = Gauge(
             "foya_terminals_open", "Terminal shells running.", registry=self.registry
         )
@@ -178,19 +211,6 @@ class Metrics:
             ["outcome"],
             registry=self.registry,
         )
-
-        self.subagent_runs = Counter(
-            "foya_subagent_runs",
-            "Sub-agent runs by how they ended: completed, failed, cancelled, interrupted.",
-            ["status"],
-            registry=self.registry,
-        )
-        self.subagents = Gauge(
-            "foya_subagents",
-            "Sub-agent runs now queued or running.",
-            ["state"],
-            registry=self.registry,
-        )
         self.imports = Counter(
             "foya_imports",
             "Uploaded imports (POST /imports) by source and outcome: imported, failed.",
@@ -201,12 +221,6 @@ class Metrics:
             "foya_imported_messages",
             "Messages stored by imports, by source.",
             ["source"],
-            registry=self.registry,
-        )
-        self.loop_lag = Histogram(
-            "foya_event_loop_lag_seconds",
-            f"How late the event loop woke a timer, sampled every {LAG_INTERVAL} s.",
-            buckets=(0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1),
             registry=self.registry,
         )
 

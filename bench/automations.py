@@ -203,7 +203,7 @@ async def passes(kernel: Kernel, rounds: int) -> dict[str, Any]:
 
         saved = dict(items)
         going = asyncio.ensure_future(asyncio.sleep(3600))  # a run "still going" for each
-        automations._running.update((key, going) for key in items)
+        automations._running._running.update((key, going) for key in items)
         try:
             probe = LoopProbe()
             started = time.perf_counter_ns()
@@ -211,7 +211,7 @@ async def passes(kernel: Kernel, rounds: int) -> dict[str, Any]:
             due.append((time.perf_counter_ns() - started) / 1e6)
             blocked.append(probe.stop())
         finally:
-            automations._running.clear()
+            automations._running._running.clear()
             going.cancel()
             automations._items = saved
     await automations.file.save(items.values())

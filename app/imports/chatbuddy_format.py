@@ -1,4 +1,4 @@
-"""ChatBuddy's backup forms, read and checked into one `Backup` (reference: chatbuddy-backup.md).
+"""ChatBuddy's backup forms, read and checked into one `Backup`.
 
 - The ZIP (backup version 2): `backup.manifest.json`, six `meta/*.json` parts, optional API
   keys and kv, `sessions/index.compass.json` and one JSONL file per session; entries may sit
@@ -10,7 +10,8 @@
 - JSON: the legacy v1 backup (`chatbuddy.backup` 1, or `chatbuddy.backup.compass` 1), a bare
   state, `{state}`, `{data}`, or the single-JSON form of version 2 (`storage`).
 
-Everything malformed is `InvalidImport` naming the member and line; nothing else escapes.
+Everything malformed is `InvalidImport` naming the member and line (the value checks are
+app.imports.chatbuddy_json's); nothing else escapes.
 """
 
 from __future__ import annotations
@@ -20,7 +21,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from app.imports import chatbuddy_crypto, safejson
+from app.imports import chatbuddy_crypto
+from app.imports.chatbuddy_json import (
+    as_array,
+    as_object,
+    as_optional_text,
+    as_text,
+    count_of,
+    json_of,
+    jsonl_of,
+    number_of,
+)
 from app.imports.model import InvalidImport, UnsupportedImportVersion
 from app.imports.zipsafe import read_zip
 from app.jsontypes import JSONObject
@@ -41,6 +52,15 @@ META_PARTS = {
 }
 API_KEYS = "meta/providers.api-keys.json"
 KV = "meta/kv.compass.json"
+
+__all__ = [
+    "Backup",
+    "as_array",
+    "as_object",
+    "as_optional_text",
+    "as_text",
+    "read_backup",
+]
 
 
 @dataclass
@@ -77,7 +97,7 @@ def read_backup(
     if data.startswith(b"PK"):
         backup = _zip_backup(data, scratch)
     else:
-        backup = _from_json(_json(data, "the backup"))
+        backup = _fromjson_of(json_of(data, "the backup"))
     return _checked(backup)
 
 
@@ -105,7 +125,7 @@ def _from_zip(members: Mapping[str, bytes]) -> Backup:
         full = prefix + name
         if full not in members:
             raise InvalidImport(f"the archive has no {full}")
-        return _json(members[full], full)
+        return json_of(members[full], full)
 
     manifest = as_object(member(MANIFEST), MANIFEST)
     _check_version(manifest, SCHEMA, VERSION, MANIFEST)
@@ -125,7 +145,7 @@ def _from_zip(members: Mapping[str, bytes]) -> Backup:
         name = f"sessions/{aid}/{sid}.jsonl"
         if prefix + name not in members:
             raise InvalidImport(f"the archive has no {prefix + name}")
-        messages = _jsonl(members[prefix + name], prefix + name)
+        messages = jsonl_of(members[prefix + name], prefix + name)
         count = meta.get("messageCount")
         if type(count) is not int or count != len(messages):
             raise InvalidImport(f"{where}: messageCount {count!r} but {name} has {len(messages)}")
@@ -144,7 +164,7 @@ def _root(members: Mapping[str, bytes]) -> str:
     raise InvalidImport(f"not a ChatBuddy backup: the archive has no {MANIFEST}")
 
 
-def _from_json(document: Any) -> Backup:
+def _fromjson_of(document: Any) -> Backup:
     root = as_object(document, "the backup")
     if "schema" in root:
         schema = root["schema"]
@@ -177,8 +197,8 @@ def _from_structured(
         providers=as_array(config.get("providers", []), "settings providers"),
         api_keys={k: v for k, v in keys.items() if isinstance(v, str) and v},
         sessions=sessions,
-        mcp_servers=_count(as_object(mcp.get("mcp", {}), "settings mcp").get("servers")),
-        templates=_count(core.get("templates")),
+        mcp_servers=count_of(as_object(mcp.get("mcp", {}), "settings mcp").get("servers")),
+        templates=count_of(core.get("templates")),
         sampling=bool(state["settingsGeneral"]),
         ui=bool(state["ui"]),
         kv=len(kv),
@@ -201,8 +221,8 @@ def _from_state(state: JSONObject) -> Backup:
         providers=providers,
         api_keys={k: v for k, v in keys.items() if v},
         sessions=as_array(state.get("sessions", []), "state sessions"),
-        mcp_servers=_count(mcp.get("servers") if isinstance(mcp, dict) else None),
-        templates=_count(state.get("templates")),
+        mcp_servers=count_of(mcp.get("servers") if isinstance(mcp, dict) else None),
+        templates=count_of(state.get("templates")),
         sampling=any(k in settings for k in ("temperature", "topP", "maxTokens")),
         ui=any(k in state for k in ui_keys),
     )
@@ -211,7 +231,7 @@ def _from_state(state: JSONObject) -> Backup:
 def _check_version(root: JSONObject, schema: str, supported: int, where: str) -> None:
     if root.get("schema") != schema:
         raise InvalidImport(f"{where}: schema {root.get('schema')!r} is not {schema!r}")
-    version = _number(root.get("version"), f"{where}: version")
+    version = number_of(root.get("version"), f"{where}: version")
     if version > supported:
         raise UnsupportedImportVersion(
             f"{where}: ChatBuddy backup version {version} is newer than the supported "
@@ -224,81 +244,9 @@ def _check_version(root: JSONObject, schema: str, supported: int, where: str) ->
 def _check_storage(storage: JSONObject, where: str) -> None:
     if storage.get("layout") != "compass":
         raise InvalidImport(f"{where}: storage layout {storage.get('layout')!r} is not 'compass'")
-    layout = _number(storage.get("layoutVersion"), f"{where}: storage layoutVersion")
+    layout = number_of(storage.get("layoutVersion"), f"{where}: storage layoutVersion")
     if layout > LAYOUT_VERSION:
         raise UnsupportedImportVersion(
             f"{where}: storage layoutVersion {layout} is newer than the supported "
             f"layoutVersion {LAYOUT_VERSION}"
         )
-
-
-def _number(value: Any, where: str) -> float:
-    # JSON numbers only: a bool is an int to Python, not to JSON.
-    if type(value) not in (int, float):
-        raise InvalidImport(f"{where} {value!r} is not a number")
-    number: float = value  # kept as written (2, not 2.0) for messages
-    return number
-
-
-def _json(raw: bytes, where: str) -> Any:
-    try:
-        return safejson.loads(raw.decode("utf-8-sig"))
-    except UnicodeDecodeError:
-        raise InvalidImport(f"{where} is not UTF-8 text") from None
-    except safejson.UnsafeJSON as exc:
-        raise InvalidImport(f"{where}: {exc}") from None
-    except (ValueError, RecursionError):
-        raise InvalidImport(f"{where} is not valid JSON") from None
-
-
-def _jsonl(raw: bytes, where: str) -> list[Any]:
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise InvalidImport(f"{where} is not UTF-8 text") from None
-    messages = []
-    for number, line in enumerate(text.split("\n"), 1):
-        if not line.strip():
-            continue
-        try:
-            message = safejson.loads(line)
-        except safejson.UnsafeJSON as exc:
-            raise InvalidImport(f"{where} line {number}: {exc}") from None
-        except (ValueError, RecursionError):
-            raise InvalidImport(f"{where} line {number} is not valid JSON") from None
-        messages.append(as_object(message, f"{where} line {number}"))
-    return messages
-
-
-def as_object(value: Any, where: str) -> JSONObject:
-    """`value` if it is a JSON object, else `InvalidImport` naming `where`."""
-    if not isinstance(value, dict):
-        raise InvalidImport(f"{where} is not a JSON object")
-    return value
-
-
-def as_array(value: Any, where: str) -> list[Any]:
-    """`value` if it is a JSON array, else `InvalidImport` naming `where`."""
-    if not isinstance(value, list):
-        raise InvalidImport(f"{where} is not a JSON array")
-    return value
-
-
-def as_text(value: Any, where: str) -> str:
-    """`value` if it is a non-empty string, else `InvalidImport` naming `where`."""
-    if not isinstance(value, str) or not value:
-        raise InvalidImport(f"{where} is not a non-empty string")
-    return value
-
-
-def as_optional_text(value: Any, where: str) -> str:
-    """`value` if it is a string, "" if it is absent (None), else `InvalidImport`."""
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise InvalidImport(f"{where} is not a string")
-    return value
-
-
-def _count(value: Any) -> int:
-    return len(value) if isinstance(value, list) else 0

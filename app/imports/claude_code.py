@@ -21,7 +21,8 @@ Mapping: user text and images → user messages; the records of one API response
 thinking as `reasoning`, tool_use blocks as `tool_calls` and `model`; each tool_result → the tool
 message of its call (`is_error` when the record says so), with a file change when the record's
 `toolUseResult` carries the whole file before and after (Edit/MultiEdit: `originalFile` plus the
-edits replayed on it; Write: `originalFile`, null for a new file, plus `content`).
+edits replayed on it; Write: `originalFile`, null for a new file, plus `content`), read by
+app.imports.claude_code_edits.
 
 Skipped and counted: sub-agent (sidechain) records, `isMeta` and slash-command records, system
 records, records on an abandoned branch, unknown record and block types, lines that are not
@@ -35,11 +36,11 @@ import re
 from pathlib import Path
 from typing import Any
 
+from app.imports import claude_code_edits as edits
 from app.imports import transcripts as t
 from app.imports.conversation import Conversation, finish
 from app.imports.model import (
     ImportBundle,
-    ImportedFileChange,
     ImportedImage,
     ImportedSession,
     ImportReport,
@@ -215,58 +216,9 @@ def _result(
     )
     call = conversation.call(call_id)
     if answered and call is not None and not is_error and isinstance(extra, dict):
-        change = _file_change(call[0], call[1], extra, cwd, report)
+        change = edits.file_change(call[0], call[1], extra, cwd, report)
         if change is not None:
             conversation.attach_change(call_id, change)
-
-
-def _file_change(
-    name: str, tool_input: Any, result: JSONObject, cwd: str, report: ImportReport
-) -> ImportedFileChange | None:
-    if name not in ("Write", "Edit", "MultiEdit"):
-        return None
-    given = tool_input if isinstance(tool_input, dict) else {}
-    path = t.text(result, "filePath") or t.text(given, "file_path")
-    original = result.get("originalFile", result.get("originalFileContents", ...))
-    after: str | None = None
-    if name == "Write" and isinstance(result.get("content"), str):
-        if original is None and result.get("type") == "create":
-            return t.file_change(cwd, path, None, result["content"], report)
-        after = result["content"]
-    elif name == "Edit" and isinstance(original, str):
-        edit = {
-            "old_string": result.get("oldString", t.obj({"i": tool_input}, "i").get("old_string")),
-            "new_string": result.get("newString", t.obj({"i": tool_input}, "i").get("new_string")),
-            "replace_all": result.get(
-                "replaceAll", t.obj({"i": tool_input}, "i").get("replace_all")
-            ),
-        }
-        after = _replay(original, [edit])
-    elif name == "MultiEdit" and isinstance(original, str):
-        after = _replay(original, t.items(result, "edits") or t.items(given, "edits"))
-    if not isinstance(original, str) or after is None or not path:
-        report.skip(t.NOT_IN_FULL)
-        return None
-    return t.file_change(cwd, path, original, after, report)
-
-
-def _replay(original: str, edits: list[Any]) -> str | None:
-    """`original` with the edits applied in order; None when one does not apply."""
-    content = original
-    for edit in edits:
-        old, new = (
-            t.text(edit, "old_string"),
-            edit.get("new_string") if isinstance(edit, dict) else None,
-        )
-        if not isinstance(new, str) or (old == "" and content != "") or old not in content:
-            return None
-        if old == "":
-            content = new
-        elif edit.get("replace_all") is True:
-            content = content.replace(old, new)
-        else:
-            content = content.replace(old, new, 1)
-    return content
 
 
 def _assistant(

@@ -6,6 +6,7 @@ Ledgers outlive deleted sessions, so the report still counts them. Days are UTC 
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping, Sequence
 from typing import Any, NotRequired
 
 from typing_extensions import TypedDict
@@ -77,7 +78,7 @@ class UsageReport(TypedDict):
 def report(
     days: int,
     today: dt.date,
-    tokens: list[dict[str, Any]],
+    tokens: Sequence[Mapping[str, Any]],
     messages: dict[str, int],
     session_days: dict[str, set[str]],
 ) -> UsageReport:
@@ -89,37 +90,8 @@ def report(
         key: sum(int(r[key]) for r in in_range)
         for key in ("total_tokens", "input_tokens", "output_tokens", "cached_tokens")
     }
-    by_model: dict[str, dict[str, int]] = {}
-    for r in in_range:
-        entry = by_model.setdefault(r["model"], {"token_count": 0, "request_count": 0})
-        entry["token_count"] += int(r["total_tokens"])
-        entry["request_count"] += int(r["request_count"])
-    grand = totals["total_tokens"]
-    model_usage: list[ModelUsage] = sorted(
-        (
-            {
-                "model": model,
-                "token_count": counts["token_count"],
-                "request_count": counts["request_count"],
-                "share": round(counts["token_count"] / grand, 4) if grand else 0.0,
-            }
-            for model, counts in by_model.items()
-        ),
-        key=lambda m: (-m["token_count"], m["model"]),
-    )
-    tokens_by_day: dict[str, int] = {}
-    for r in tokens:
-        tokens_by_day[r["day"]] = tokens_by_day.get(r["day"], 0) + int(r["total_tokens"])
-    activity: list[DailyActivity] = []
-    for offset in range(ACTIVITY_DAYS - 1, -1, -1):
-        day = (today - dt.timedelta(days=offset)).isoformat()
-        activity.append(
-            {
-                "date": day,
-                "message_count": messages.get(day, 0),
-                "token_count": tokens_by_day.get(day, 0),
-            }
-        )
+    model_usage = _model_usage(in_range, totals["total_tokens"])
+    activity = _activity(today, tokens, messages)
     active: set[str] = {a["date"] for a in activity if a["message_count"] or a["token_count"]}
     sessions_in_range = set().union(*(ids for d, ids in session_days.items() if d >= start))
     out: UsageReport = {
@@ -139,6 +111,48 @@ def report(
     if model_usage:
         out["most_used_model"] = model_usage[0]["model"]
     return out
+
+
+def _model_usage(rows: Sequence[Mapping[str, Any]], grand: int) -> list[ModelUsage]:
+    """Tokens and requests per model over `rows`, the most used first, each with its share of
+    `grand` (all tokens in the range)."""
+    by_model: dict[str, dict[str, int]] = {}
+    for r in rows:
+        entry = by_model.setdefault(r["model"], {"token_count": 0, "request_count": 0})
+        entry["token_count"] += int(r["total_tokens"])
+        entry["request_count"] += int(r["request_count"])
+    return sorted(
+        (
+            {
+                "model": model,
+                "token_count": counts["token_count"],
+                "request_count": counts["request_count"],
+                "share": round(counts["token_count"] / grand, 4) if grand else 0.0,
+            }
+            for model, counts in by_model.items()
+        ),
+        key=lambda m: (-m["token_count"], m["model"]),
+    )
+
+
+def _activity(
+    today: dt.date, tokens: Sequence[Mapping[str, Any]], messages: dict[str, int]
+) -> list[DailyActivity]:
+    """Messages and tokens of each of the last `ACTIVITY_DAYS` days, oldest first."""
+    tokens_by_day: dict[str, int] = {}
+    for r in tokens:
+        tokens_by_day[r["day"]] = tokens_by_day.get(r["day"], 0) + int(r["total_tokens"])
+    activity: list[DailyActivity] = []
+    for offset in range(ACTIVITY_DAYS - 1, -1, -1):
+        day = (today - dt.timedelta(days=offset)).isoformat()
+        activity.append(
+            {
+                "date": day,
+                "message_count": messages.get(day, 0),
+                "token_count": tokens_by_day.get(day, 0),
+            }
+        )
+    return activity
 
 
 def _streak(active: set[str], today: dt.date) -> int:

@@ -17,6 +17,8 @@ parser hands over whatever body bytes have arrived in one piece, where httpx's p
 costs ~6 µs per chunk, and providers send one chunk per token (bench/turns.py: 9.7 -> 3.8 µs
 per delta to consume a stream). httpx stays the SDK's interface: proxies from the environment,
 TLS settings and timeouts are configured as before, and aiohttp's errors arrive as httpx's.
+The stream's bytes are decoded by app.providers.chatstream (no SDK, no network: it is handed
+the bytes).
 
 Images (`generate_image`) go through the SDK's images API (`images.generate`, or `images.edit`
 with reference images); no `response_format` is sent (gpt-image models refuse it and always
@@ -31,8 +33,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import openai
@@ -46,12 +47,9 @@ from app.providers.base import (
     ImageLink,
     ImageRequest,
     ProviderError,
-    ReasoningDelta,
     StreamItem,
-    TextDelta,
-    ToolCallDelta,
-    Usage,
 )
+from app.providers.chatstream import MidStreamError, StreamDecoder, usage_of
 from app.providers.failures import MAPPED, Failure, classify, detail_of, host_of
 
 RATE_LIMIT_RETRIES = 3
@@ -59,14 +57,7 @@ BACKOFF_SECONDS = (1.0, 2.0, 4.0)
 MAX_RETRY_AFTER = 10.0
 TIMEOUT = 600.0
 
-
-def _usage(raw: JSONObject | None) -> Usage:
-    if not raw:
-        return Usage()
-    cached = (raw.get("prompt_tokens_details") or {}).get("cached_tokens") or 0
-    inp = raw.get("prompt_tokens") or 0
-    out = raw.get("completion_tokens") or 0
-    return Usage(inp, out, raw.get("total_tokens") or inp + out, cached)
+__all__ = ["MidStreamError", "OpenAIProvider", "StreamDecoder"]
 
 
 def _retry_after(exc: Exception, attempt: int) -> float:
@@ -187,7 +178,7 @@ class OpenAIProvider:
         except (IndexError, AttributeError):
             message = f"the provider at {self.host} returned no choices"
             raise self._report(Failure("bad_response", message)) from None
-        return Completion(text, _usage(response.usage.model_dump() if response.usage else None))
+        return Completion(text, usage_of(response.usage.model_dump() if response.usage else None))
 
     async def models(self) -> list[str]:
         try:
@@ -236,76 +227,3 @@ class OpenAIProvider:
             message = f"the provider at {self.host} sent an image link that is not http(s)"
             raise self._report(Failure("bad_response", message))
         return ImageLink(url)
-
-
-class MidStreamError(ProviderError):
-    """An error chunk in the middle of a stream; `detail` is the provider's own text."""
-
-    def __init__(self, detail: Any) -> None:
-        super().__init__("bad_response", "the provider reported an error mid-stream")
-        self.detail = detail
-
-
-class StreamDecoder:
-    """A Chat Completions event stream's bytes, fed as they arrive, as stream items.
-
-    Each `data:` line is one JSON chunk (the format's providers never split one over several
-    lines). Bytes are split on line ends directly: httpx's text and line iterators cost more
-    per delta than the rest of the kernel's delta path. `done` once `data: [DONE]` is read;
-    `finish` is the last finish reason seen.
-    """
-
-    def __init__(self) -> None:
-        self.rest = b""
-        self.done = False
-        self.finish = "stop"
-
-    def feed(self, chunk: bytes) -> Iterator[StreamItem]:
-        """The items completed by `chunk`, each as soon as it is decoded (a malformed line
-        raises after the items before it)."""
-        buffer = self.rest + chunk
-        if b"\r" in buffer:  # CRLF or CR line ends (a CR last here may add one blank line)
-            buffer = buffer.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        *lines, self.rest = buffer.split(b"\n")
-        return self._decode(lines)
-
-    def flush(self) -> Iterator[StreamItem]:
-        """The items of a last line that ended with the body instead of a line end."""
-        last, self.rest = self.rest, b""
-        return self._decode([last])
-
-    def _decode(self, lines: list[bytes]) -> Iterator[StreamItem]:
-        for line in lines:
-            if self.done or not line.startswith(b"data:"):
-                continue  # blank separators, comments, event names, anything after [DONE]
-            data = line[5:].strip()
-            if data == b"[DONE]":
-                self.done = True
-                continue
-            chunk = json.loads(data)
-            if chunk.get("error"):
-                raise MidStreamError(chunk["error"])
-            if chunk.get("usage"):
-                yield _usage(chunk["usage"])
-            for choice in chunk.get("choices") or ():
-                yield from _delta_items(choice.get("delta") or {})
-                self.finish = choice.get("finish_reason") or self.finish
-
-
-def _delta_items(delta: JSONObject) -> list[StreamItem]:
-    items: list[StreamItem] = []
-    if delta.get("reasoning_content"):
-        items.append(ReasoningDelta(str(delta["reasoning_content"])))
-    if delta.get("content"):
-        items.append(TextDelta(delta["content"]))
-    for call in delta.get("tool_calls") or ():
-        function = call.get("function") or {}
-        items.append(
-            ToolCallDelta(
-                index=int(call.get("index", 0)),
-                id=call.get("id"),
-                name=function.get("name"),
-                arguments=function.get("arguments") or "",
-            )
-        )
-    return items

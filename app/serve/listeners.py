@@ -1,9 +1,9 @@
 """Listeners and the server loop for `foya serve`.
 
-We open the listening socket ourselves and hand hypercorn its file descriptor (`fd://N`), so the
-Unix-socket rules (data-dir lock, stale-socket check, 0600 mode, removal on exit) and bind errors
-are ours to enforce and report before anything is served. hypercorn runs in this process through
-its Python API: a worker subprocess would double resident memory.
+We open the listening socket ourselves (app.serve.sockets) and hand hypercorn its file descriptor
+(`fd://N`), so the Unix-socket rules (data-dir lock, stale-socket check, 0600 mode, removal on
+exit) and bind errors are ours to enforce and report before anything is served. hypercorn runs
+in this process through its Python API: a worker subprocess would double resident memory.
 
 Shutdown: SIGINT/SIGTERM (or the parent named by FOYA_PARENT_PID exiting) sets an event; our
 `shutdown_trigger` first tells the kernel to end long-lived streams, then returns so hypercorn
@@ -37,15 +37,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-import ipaddress
 import logging
 import os
 import signal
 import socket
 import ssl
-import stat
-from dataclasses import dataclass
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hypercorn.asyncio.run import worker_serve
 from hypercorn.config import Config, Sockets
@@ -55,93 +52,21 @@ from starlette.types import ASGIApp
 from app.errors import ConfigError, FoyaError
 from app.files import data_dir_lock
 from app.logs import get_logger
-from app.main import create_app
+from app.main import Service, create_app
 from app.serve import hypercorn_fixes
 from app.serve.admission import Admission, connection_budget, throttle_accept_failures
+from app.serve.sockets import Listener, open_tcp, open_unix, warn_if_exposed
 from app.settings import ServePlan, Settings
+
+if TYPE_CHECKING:
+    from app.ops.replicate import Replicator
 
 GRACEFUL_TIMEOUT = 8.0
 KEEP_ALIVE_TIMEOUT = 120
 MAX_HEAD_BYTES = 1024 * 1024
 PARENT_POLL_SECONDS = 0.25
-STALE_DIAL_SECONDS = 0.2
 
-
-@dataclass
-class Listener:
-    """A bound, listening socket and what it takes to describe and clean it up."""
-
-    sock: socket.socket
-    address: str
-    unix_path: Path | None = None
-    unix_inode: tuple[int, int] | None = None
-
-    def remove(self) -> None:
-        """Unlink our Unix socket file, unless something else has replaced it meanwhile."""
-        if self.unix_path is None:
-            return
-        with contextlib.suppress(FileNotFoundError):
-            st = os.stat(self.unix_path)
-            if (st.st_dev, st.st_ino) == self.unix_inode:
-                self.unix_path.unlink()
-
-
-def open_unix(path: Path) -> Listener:
-    """Bind the Unix socket: 0700 dir, refuse a live socket, replace a stale one."""
-    if len(os.fsencode(path)) > 107:
-        raise ConfigError(f"--socket (FOYA_SOCKET_PATH): path too long for a Unix socket: {path}")
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    if path.exists() or path.is_symlink():
-        if not stat.S_ISSOCK(path.lstat().st_mode):
-            raise ConfigError(f"--socket {path}: something that is not a socket is there")
-        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        probe.settimeout(STALE_DIAL_SECONDS)
-        try:
-            probe.connect(str(path))
-        except ConnectionRefusedError:
-            path.unlink()  # nobody listens: a stale socket left by a killed kernel
-        except OSError as exc:
-            raise ConfigError(f"--socket {path}: cannot probe it: {exc.strerror}") from exc
-        else:
-            raise ConfigError(f"--socket {path}: a kernel is already listening there")
-        finally:
-            probe.close()
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    old_umask = os.umask(0o177)  # no window in which the socket is reachable by others
-    try:
-        sock.bind(str(path))
-    except OSError as exc:
-        sock.close()
-        raise ConfigError(f"--socket {path}: cannot listen: {exc.strerror}") from exc
-    finally:
-        os.umask(old_umask)
-    os.chmod(path, 0o600)
-    sock.listen(1024)
-    st = os.stat(path)
-    return Listener(sock, f"unix:{path}", path, (st.st_dev, st.st_ino))
-
-
-def open_tcp(plan: ServePlan) -> Listener:
-    """Bind `host:port` (a port of 0 picks a free one; the log line shows the real port)."""
-    try:
-        infos = socket.getaddrinfo(
-            plan.host, plan.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-        )
-    except socket.gaierror as exc:
-        raise ConfigError(f"--listen: cannot resolve {plan.host!r}: {exc.strerror}") from exc
-    family, kind, proto, _, addr = infos[0]
-    sock = socket.socket(family, kind, proto)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    try:
-        sock.bind(addr)
-    except OSError as exc:
-        sock.close()
-        raise ConfigError(f"--listen {plan.host}:{plan.port}: {exc.strerror}") from exc
-    sock.listen(1024)
-    host, port = sock.getsockname()[:2]
-    shown = f"[{host}]" if family == socket.AF_INET6 else host
-    return Listener(sock, f"{'https' if plan.tls else 'http'}://{shown}:{port}")
+__all__ = ["Listener", "hypercorn_config", "open_tcp", "open_unix", "run", "sd_notify"]
 
 
 def hypercorn_config(plan: ServePlan, head_timeout: float = 10.0) -> Config:
@@ -175,20 +100,6 @@ def _key_pair_refusal(plan: ServePlan, exc: OSError) -> str:
     return f"{files}: cannot load the key pair ({reason or exc})"
 
 
-def _warn_if_exposed(plan: ServePlan, listener: Listener) -> None:
-    if plan.tls or plan.socket_path is not None:
-        return
-    host = str(listener.sock.getsockname()[0]).partition("%")[0]
-    with contextlib.suppress(ValueError):
-        if ipaddress.ip_address(host).is_loopback:
-            return
-    get_logger().warning(
-        "plaintext HTTP on a non-loopback address: the bearer token and every request cross "
-        "the network unencrypted; serve behind a TLS proxy or give --tls-cert and --tls-key",
-        address=listener.address,
-    )
-
-
 def sd_notify(state: str) -> None:
     """Tell systemd (Type=notify) about our state, if it is listening."""
     target = os.environ.get("NOTIFY_SOCKET")
@@ -220,16 +131,7 @@ async def _serve(settings: Settings, plan: ServePlan, listener: Listener) -> Non
     log = get_logger()
     config = hypercorn_config(plan, settings.head_timeout)
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    throttle_accept_failures(loop)
-    hypercorn_fixes.install()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    watcher = (
-        asyncio.create_task(_watch_parent(settings.parent_pid, stop))
-        if settings.parent_pid
-        else None
-    )
+    watcher = _install_loop_handlers(settings, stop)
 
     def on_started() -> None:
         gc.freeze()  # start-up's objects are permanent: later collections skip them
@@ -237,30 +139,14 @@ async def _serve(settings: Settings, plan: ServePlan, listener: Listener) -> Non
         log.info(f"foya kernel listening on {listener.address}", transport=plan.transport)
         sd_notify("READY=1")
 
-    replicator = None
-    if settings.replica_url:
-        # Imported only when replicating: start-up stays light without it.
-        from app.ops.replicate import Replicator
-
-        replicator = Replicator(settings, settings.replica_url)  # checks refuse with exit 2
+    replicator = _replicator(settings)
     service = create_app(
         settings,
         token_sha256=plan.token_sha256,
         on_started=on_started,
         replication=replicator.status if replicator is not None else None,
     )
-    try:
-        await service.kernel.start()
-    except FoyaError as exc:  # e.g. a database newer than this code: refuse before listening
-        raise ConfigError(f"--data-dir {settings.data_dir}: {exc.message}") from exc
-    if replicator is not None:
-        try:
-            # On this thread, which lives as long as the server: Litestream's parent-death
-            # signal follows the thread that started it (app.ops.replicate).
-            replicator.start()
-        except ConfigError:
-            await service.kernel.close()
-            raise
+    await _start(service, settings, replicator)
 
     async def shutdown_trigger() -> None:
         await stop.wait()
@@ -268,20 +154,7 @@ async def _serve(settings: Settings, plan: ServePlan, listener: Listener) -> Non
         log.info("shutting down")
         await service.kernel.begin_shutdown()
 
-    app: ASGIApp = hypercorn_fixes.RequestBodyDrain(service.app)
-    sock = listener.sock
-    if plan.transport == "tcp":
-        admission = Admission(
-            max_connections=connection_budget(settings), head_timeout=settings.head_timeout
-        )
-        sock = admission.listening_socket(sock)
-        app = admission.track(app)
-        log.info(
-            "transport limits",
-            max_connections=admission.max_connections,
-            head_timeout=settings.head_timeout,
-            max_streams_per_client=settings.max_streams_per_client,
-        )
+    app, sock = _admitted(settings, plan, listener.sock, service.app)
     # hypercorn now owns the listening socket and closes it when it stops.
     sockets = Sockets([sock] if plan.tls else [], [] if plan.tls else [sock], [])
     try:
@@ -299,11 +172,71 @@ async def _serve(settings: Settings, plan: ServePlan, listener: Listener) -> Non
         log.info("stopped")
 
 
+def _install_loop_handlers(settings: Settings, stop: asyncio.Event) -> asyncio.Task[None] | None:
+    """Signals and the parent's exit set `stop`; accept failures are logged sparingly and the
+    hypercorn fixes are in place. The task watching the parent, if there is one."""
+    loop = asyncio.get_running_loop()
+    throttle_accept_failures(loop)
+    hypercorn_fixes.install()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    if not settings.parent_pid:
+        return None
+    return asyncio.create_task(_watch_parent(settings.parent_pid, stop))
+
+
+def _replicator(settings: Settings) -> Replicator | None:
+    """The replicator of `--replica-url`, if one is given (its checks refuse with exit 2)."""
+    if not settings.replica_url:
+        return None
+    # Imported only when replicating: start-up stays light without it.
+    from app.ops.replicate import Replicator
+
+    return Replicator(settings, settings.replica_url)
+
+
+async def _start(service: Service, settings: Settings, replicator: Replicator | None) -> None:
+    """Start the kernel, then replication; a refusal of either stops before listening."""
+    try:
+        await service.kernel.start()
+    except FoyaError as exc:  # e.g. a database newer than this code: refuse before listening
+        raise ConfigError(f"--data-dir {settings.data_dir}: {exc.message}") from exc
+    if replicator is None:
+        return
+    try:
+        # On this thread, which lives as long as the server: Litestream's parent-death
+        # signal follows the thread that started it (app.ops.replicate).
+        replicator.start()
+    except ConfigError:
+        await service.kernel.close()
+        raise
+
+
+def _admitted(
+    settings: Settings, plan: ServePlan, sock: socket.socket, app: ASGIApp
+) -> tuple[ASGIApp, socket.socket]:
+    """The app and listening socket as served: request bodies drained before a refusal and,
+    on TCP, the admission rules (head timeout, connection cap)."""
+    app = hypercorn_fixes.RequestBodyDrain(app)
+    if plan.transport != "tcp":
+        return app, sock
+    admission = Admission(
+        max_connections=connection_budget(settings), head_timeout=settings.head_timeout
+    )
+    get_logger().info(
+        "transport limits",
+        max_connections=admission.max_connections,
+        head_timeout=settings.head_timeout,
+        max_streams_per_client=settings.max_streams_per_client,
+    )
+    return admission.track(app), admission.listening_socket(sock)
+
+
 def run(settings: Settings, plan: ServePlan) -> None:
     """Serve until a signal; raise `ConfigError` for any refusal before listening."""
     with data_dir_lock(settings.data_dir):
         listener = open_unix(plan.socket_path) if plan.socket_path else open_tcp(plan)
-        _warn_if_exposed(plan, listener)
+        warn_if_exposed(plan, listener)
         try:
             asyncio.run(_serve(settings, plan, listener))
         finally:

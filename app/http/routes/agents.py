@@ -29,8 +29,15 @@ def _context(body: AgentContext | None) -> ContextSelection:
 
 
 def router(kernel: Kernel) -> APIRouter:
-    """Routes bound to `kernel`."""
+    """Routes bound to `kernel`: the definitions and limits, then a session's runs."""
     api = APIRouter(tags=["agents"])
+    _definitions(api, kernel)
+    _runs(api, kernel)
+    return api
+
+
+def _definitions(api: APIRouter, kernel: Kernel) -> None:
+    """The agent definitions (everywhere, or as a project sees them) and the run limits."""
     agents = kernel.agents
 
     @api.get("/agents")
@@ -58,6 +65,11 @@ def router(kernel: Kernel) -> APIRouter:
                 "max_tree_tokens": body.max_tree_tokens,
             }
         )
+
+
+def _runs(api: APIRouter, kernel: Kernel) -> None:
+    """A session's sub-agent runs: start, list, wait, read, cancel, and the tree's budget."""
+    agents = kernel.agents
 
     @api.post(RUNS, status_code=202)
     async def start_agent(session_id: str, body: StartAgent) -> AgentRunSnapshot:
@@ -97,5 +109,3 @@ def router(kernel: Kernel) -> APIRouter:
     async def agent_budget(session_id: str) -> Budget:
         """The token budget of the session's agent tree."""
         return await agents.budget(session_id)
-
-    return api

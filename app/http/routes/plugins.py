@@ -23,10 +23,16 @@ from app.kernel.api import (
 
 
 def router(kernel: Kernel) -> APIRouter:
-    """Routes bound to `kernel`."""
+    """Routes bound to `kernel`: the installed plugins, then the marketplaces."""
     api = APIRouter(tags=["plugins"])
+    _installed(api, kernel)
+    _marketplaces(api, kernel)
+    return api
+
+
+def _installed(api: APIRouter, kernel: Kernel) -> None:
+    """`/plugins`: the installed plugins."""
     plugins = kernel.plugins
-    markets = plugins.marketplaces
 
     @api.get("/plugins", response_model_exclude_none=True)
     async def list_plugins() -> list[Plugin]:
@@ -48,6 +54,11 @@ def router(kernel: Kernel) -> APIRouter:
     async def remove_plugin(name: str) -> Response:
         await plugins.remove(name)
         return Response(status_code=204)
+
+
+def _marketplaces(api: APIRouter, kernel: Kernel) -> None:
+    """`/plugin-marketplaces`: the registered marketplaces, their catalogs and entries."""
+    markets = kernel.plugins.marketplaces
 
     @api.get("/plugin-marketplaces", response_model_exclude_none=True)
     async def list_marketplaces() -> list[MarketplaceSummary]:
@@ -93,5 +104,3 @@ def router(kernel: Kernel) -> APIRouter:
         name: str, plugin: str, body: MarketplacePluginInstallRequest | None = None
     ) -> Plugin:
         return await markets.install(name, plugin, body.replace if body else False)
-
-    return api

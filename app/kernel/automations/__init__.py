@@ -3,7 +3,8 @@
 `service` owns the automations and their runs; `rules` checks settings and restores them at
 start; `scheduler` decides when passes run; `schedule` reads cron expressions in time zones (and
 says what daylight saving time does to them); `store` is the records and `automations.json`;
-`runs` is one run as a session; `clock` the time the scheduler is given.
+`runs` is one run as a session, `following` the runs going on; `clock` the time the scheduler
+is given.
 """
 
 from app.kernel.automations.clock import Clock, SystemClock

@@ -1,9 +1,10 @@
 """Automations (Foya's `internal/automation`): prompts that run as new sessions on a cron
 schedule, and the scheduler that starts them.
 
-Runs (app.kernel.automations.runs): a run is a new session whose first turn is the prompt; it
-lasts until that turn ends. An automation runs once at a time: `run` while a run is going is
-409 `automation_running`, and a due time that comes while one is going is skipped, not queued.
+Runs (app.kernel.automations.runs, followed by app.kernel.automations.following): a run is a
+new session whose first turn is the prompt; it lasts until that turn ends. An automation runs
+once at a time: `run` while a run is going is 409 `automation_running`, and a due time that
+comes while one is going is skipped, not queued.
 Deleting an automation stops following its run (the session and its turn go on, as in Foya);
 pausing or editing it does not.
 
@@ -32,7 +33,6 @@ from pathlib import Path
 from typing import Any
 
 from app.broker import Broker
-from app.errors import FoyaError
 from app.kernel.automations import runs
 from app.kernel.automations.clock import Clock
 from app.kernel.automations.errors import (
@@ -41,6 +41,7 @@ from app.kernel.automations.errors import (
     InvalidAutomation,
     InvalidAutomationUpdate,
 )
+from app.kernel.automations.following import Following
 from app.kernel.automations.rules import restored, validated
 from app.kernel.automations.schedule import schedule_of
 from app.kernel.automations.scheduler import Scheduler
@@ -76,14 +77,10 @@ class Automations:
         """`unanswerable` cancels a question a run's turn asks (nobody is there to answer)."""
         self.file = AutomationFile(data_dir)
         self.sessions = sessions
-        self.turns = turns
-        self.broker = broker
-        self.runs = metrics.automation_runs
         self.clock = clock
-        self.unanswerable = unanswerable
         self.log = get_logger("foya.automations")
         self._items: dict[str, Automation] = {}  # in creation order, as stored
-        self._running: dict[str, asyncio.Task[None]] = {}
+        self._running = Following(sessions, turns, broker, metrics, unanswerable, self._record)
         self._lock = asyncio.Lock()  # one change (and its file write) at a time
         self.scheduler = Scheduler(clock, self._pass, self._next_due)
 
@@ -120,12 +117,8 @@ class Automations:
         ended; any still followed is recorded `cancelled`). The state is stored once more: a
         cancel can cut a run's own write short."""
         await self.stop()
-        tasks = list(self._running.values())
-        if not tasks:
+        if not await self._running.cancel_all():
             return
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
         async with self._lock:
             await self.file.save(self._items.values())
 
@@ -194,9 +187,7 @@ class Automations:
             return True
 
         await self._change(remove)
-        run = self._running.pop(automation_id, None)
-        if run is not None:
-            run.cancel()
+        self._running.forget(automation_id)
         self.scheduler.wake()
 
     async def run_now(self, automation_id: str) -> AutomationWire:
@@ -206,7 +197,7 @@ class Automations:
             current = self._get(items, automation_id)
             if automation_id in self._running:
                 raise AutomationRunning("automation is already running")
-            items[automation_id] = self._start(current, self.clock.now())
+            items[automation_id] = self._running.start(current, self.clock.now())
             return True
 
         await self._change(start, durable=False)
@@ -241,44 +232,6 @@ class Automations:
             self._items = items
 
     # -- runs ----------------------------------------------------------------------------------
-
-    def _start(self, item: Automation, now: dt.datetime) -> Automation:
-        """Start a run of `item` (none is going); `item` as a running one."""
-        task = asyncio.create_task(self._run(item.id, item.spec), name=f"automation:{item.id}")
-        self._running[item.id] = task
-        self.runs.labels(outcome="started").inc()
-        return dataclasses.replace(
-            item, last_status="running", last_error="", last_run_at=now, updated_at=now
-        )
-
-    async def _run(self, automation_id: str, spec: AutomationInput) -> None:
-        session = ""
-
-        async def opened(session_id: str) -> None:
-            nonlocal session
-            session = session_id
-            await self._record(automation_id, last_session_id=session_id)
-
-        outcome = runs.Outcome("cancelled")
-        try:
-            outcome = await runs.execute(
-                self.sessions, self.turns, self.broker, spec, opened, self.unanswerable
-            )
-        except FoyaError as exc:
-            outcome = runs.Outcome("failed", exc.message)
-        except Exception as exc:
-            self.log.exception("automation run failed", automation=automation_id)
-            outcome = runs.Outcome("failed", f"internal error: {type(exc).__name__}")
-        finally:
-            if self._running.get(automation_id) is asyncio.current_task():
-                del self._running[automation_id]
-            self.runs.labels(outcome=outcome.status).inc()
-            await self._record(
-                automation_id,
-                last_status=outcome.status,
-                last_error=outcome.error,
-                last_session_id=session,
-            )
 
     async def _record(self, automation_id: str, **fields: Any) -> None:
         """Bookkeeping of a run, if its automation still exists."""
@@ -330,9 +283,9 @@ class Automations:
             if item is not seen:
                 continue
             if automation_id in self._running:
-                self.runs.labels(outcome="skipped").inc()
+                self._running.skipped()
             else:
-                item = self._start(item, now)
+                item = self._running.start(item, now)
             items[automation_id] = dataclasses.replace(item, next_run_at=next_run_at)
             fired = True
         return fired

@@ -4,7 +4,8 @@ A session's state (`app.kernel.turns.activity`) says what it is doing. A busy se
 has one runner task (`app.kernel.turns.runners`) that runs its turns (`app.kernel.turns.turn`)
 and then its queued input. A compaction (`compactions`) or a rewind or review undo
 (`exclusive`) holds the session the same way; input arriving meanwhile is queued and starts
-when the session is idle again.
+when the session is idle again. Input is checked and made ready by `app.kernel.turns.intake`
+before it is run or queued.
 
 Cancellation is cooperative: `cancel` records the reason and cancels the turn task; the turn
 saves the partial reply with `turn_status` cancelled and emits `turn_complete{cancelled}`.
@@ -27,16 +28,14 @@ from app.events import (
 )
 from app.files import ProtectedPaths
 from app.kernel.approvals import Approvals
-from app.kernel.binding import rebinding
 from app.kernel.ids import iso_now
 from app.kernel.providers import Providers
-from app.kernel.sessionrow import session_row
 from app.kernel.sessions import Sessions
-from app.kernel.turns import inputs
 from app.kernel.turns.activity import Activity
 from app.kernel.turns.compaction import Compacted, Compactor, compacted
 from app.kernel.turns.compactions import Compactions
-from app.kernel.turns.inputs import Accepted, TurnAccepted, TurnInput
+from app.kernel.turns.inputs import TurnAccepted, TurnInput
+from app.kernel.turns.intake import Intake
 from app.kernel.turns.plugs import TurnPlugs
 from app.kernel.turns.queue import Queues
 from app.kernel.turns.request import Requests
@@ -84,6 +83,7 @@ class Turns:
         `protected` is what a turn's `workspace_files` may never name."""
         self.sessions = sessions
         self.protected = protected or ProtectedPaths()
+        self.intake = Intake(sessions, self.protected)
         self.store = store
         self.approvals = approvals
         self.queues = queues
@@ -147,26 +147,10 @@ class Turns:
 
     # -- commands ------------------------------------------------------------------------------
 
-    async def _accept(self, session: str, turn: TurnInput) -> Accepted:
-        """Input checked by the input rules, with its workspace files made canonical and its
-        attachments committed. A session without a usable connection is bound to the default
-        model first (`app.kernel.binding`); input that is refused binds nothing."""
-        row = await self.sessions.row(session)
-        bind = rebinding(self.sessions.connections, row)
-        candidate = session_row({**row, **(bind or {})})
-        workspace = (self.sessions.workspace(row), self.protected)
-        accepted = await inputs.accept(
-            self.sessions.artifacts, self.sessions.connections, candidate, turn, workspace
-        )
-        if bind:
-            await self.sessions.save(session, bind)
-        return accepted
-
     async def workspace_files(self, session: str, paths: list[str]) -> list[str]:
-        """`paths` as canonical files of the session's workspace (`inputs.workspace_files`),
-        for a caller that must check them before it changes anything else (plan mode)."""
-        root = self.sessions.workspace(await self.sessions.row(session))
-        return await asyncio.to_thread(inputs.workspace_files, root, paths, self.protected)
+        """`paths` as canonical files of the session's workspace, for a caller that must check
+        them before it changes anything else (plan mode)."""
+        return await self.intake.workspace_files(session, paths)
 
     async def submit(
         self, session: str, turn: TurnInput, command: str | None = None
@@ -175,7 +159,7 @@ class Turns:
         `started` only once its opening facts are committed: one that cannot start (a full
         disk, say) is refused and leaves nothing behind. `command` names the command the input
         was expanded from; its message records it."""
-        accepted = await self._accept(session, turn)
+        accepted = await self.intake.accept(session, turn)
         if command:
             accepted["command"] = command
         queue = self.queues.of(session)
@@ -199,7 +183,7 @@ class Turns:
 
     async def enqueue(self, session: str, turn: TurnInput) -> QueueItem:
         """Add to the queue without starting anything."""
-        return await self.runners.add(session, await self._accept(session, turn))
+        return await self.runners.add(session, await self.intake.accept(session, turn))
 
     async def update_item(
         self, session: str, item_id: str, text: str | None, position: int | None
