@@ -185,6 +185,12 @@ def children_cpu() -> float:
     return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
+def _home(workdir: str) -> str:
+    home = os.path.join(workdir, "home")
+    os.makedirs(home, exist_ok=True)
+    return home
+
+
 def start_server(
     kind: str, procs: Processes, workdir: str, cpu: int | None, tag: str, data_dir: str
 ) -> Server:
@@ -201,6 +207,8 @@ def start_server(
                 "FOYA_DATA_DIR": data_dir,
                 "FOYA_LOG_FORMAT": "json",
                 "FOYA_LOG_LEVEL": "info",
+                # A home of its own: the user's ~/.foya (MCP servers, plugins) is not measured.
+                "HOME": _home(workdir),
             }
         )
     else:

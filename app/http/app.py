@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
@@ -12,34 +12,70 @@ from starlette.types import ASGIApp
 from app import __version__
 from app.http.errors import install_error_handlers
 from app.http.guard import RequestGuard
+from app.http.lazy import LazyFastAPI, RouteGroup
 from app.http.middleware import BearerAuth, Observe
-from app.http.routes import agents as routes_agents
-from app.http.routes import artifacts, connections, files, projects, sessions, system, turns
-from app.http.routes import automations as routes_automations
-from app.http.routes import background as routes_background
-from app.http.routes import canvas as routes_canvas
-from app.http.routes import commands as routes_commands
-from app.http.routes import context as routes_context
-from app.http.routes import context_events as routes_context_events
-from app.http.routes import hooks as routes_hooks
-from app.http.routes import imports as routes_imports
-from app.http.routes import interactions as routes_interactions
-from app.http.routes import mcp as routes_mcp
-from app.http.routes import plugins as routes_plugins
-from app.http.routes import skills as routes_skills
-from app.http.routes import terminals as routes_terminals
-from app.http.routes import websearch as routes_websearch
-from app.http.routes import workflows as routes_workflows
-from app.http.routes import workspace as routes_workspace
+from app.http.routes import sessions, system, turns
 from app.http.sse import StreamSlots
 from app.kernel.api import Kernel
 
 Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
 
+#: The routers built on first use, in the order they are included (after the eager ones:
+#: health, sessions and their events, turns), with the path prefixes their routes lie under.
+ROUTE_GROUPS: tuple[RouteGroup, ...] = tuple(
+    RouteGroup(f"app.http.routes.{name}", prefixes)
+    for name, prefixes in (
+        ("files", ("/sessions/{}/turns/{}/rewind", "/sessions/{}/file-review")),
+        ("workspace", ("/sessions/{}/workspace",)),
+        ("artifacts", ("/sessions/{}/artifacts",)),
+        ("connections", ("/connections", "/settings/default-models")),
+        ("projects", ("/projects",)),
+        ("context", ("/rules", "/memories", "/settings/memory")),
+        ("context_events", ("/context/events",)),
+        ("hooks", ("/hooks",)),
+        ("commands", ("/commands", "/sessions/{}/commands")),
+        ("skills", ("/skills", "/projects/{}/skills")),
+        ("terminals", ("/sessions/{}/terminals",)),
+        ("canvas", ("/canvases",)),
+        (
+            "agents",
+            (
+                "/agents",
+                "/projects/{}/agents",
+                "/settings/agent-limits",
+                "/sessions/{}/agents",
+                "/sessions/{}/agent-budget",
+            ),
+        ),
+        (
+            "background",
+            (
+                "/sessions/{}/tools/{}/background",
+                "/sessions/{}/tools/{}/reveal",
+                "/sessions/{}/background-commands",
+            ),
+        ),
+        ("automations", ("/automations",)),
+        ("workflows", ("/sessions/{}/workflow",)),
+        ("interactions", ("/sessions/{}/questions", "/sessions/{}/browser-actions")),
+        ("plugins", ("/plugins", "/plugin-marketplaces")),
+        ("websearch", ("/web-search",)),
+        ("mcp", ("/mcp",)),
+        ("imports", ("/imports", "/sessions/{}/export", "/export")),
+    )
+)
 
-def create_api(kernel: Kernel, *, token_sha256: str | None, lifespan: Lifespan | None) -> ASGIApp:
-    """The full stack: `Observe` → `BearerAuth` (TCP only) → `RequestGuard` → FastAPI routes."""
-    api = FastAPI(
+
+def create_api(
+    kernel: Kernel,
+    *,
+    token_sha256: str | None,
+    lifespan: Lifespan | None,
+    groups: Sequence[RouteGroup] = ROUTE_GROUPS,
+) -> ASGIApp:
+    """The full stack: `Observe` → `BearerAuth` (TCP only) → `RequestGuard` → FastAPI routes.
+    The routers of `groups` are built on the first request under their prefixes."""
+    api = LazyFastAPI(
         title="Foya kernel",
         version=__version__,
         lifespan=lifespan,
@@ -54,33 +90,11 @@ def create_api(kernel: Kernel, *, token_sha256: str | None, lifespan: Lifespan |
     api.state.stream_slots = StreamSlots(per_client) if token_sha256 is not None else None
     install_error_handlers(api)
     _document_errors_truthfully(api)
-    for module in (system, sessions, turns, files, routes_workspace, artifacts, connections):
+    for module in (system, sessions, turns):
         api.include_router(module.router(kernel))
-    api.include_router(projects.router(kernel))
-    api.include_router(routes_context.router(kernel))
-    api.include_router(routes_context_events.router(kernel))
-    api.include_router(routes_hooks.router(kernel))
-    api.include_router(routes_commands.router(kernel))
-    api.include_router(routes_skills.router(kernel))
-    api.include_router(routes_terminals.router(kernel))
-    api.include_router(routes_canvas.router(kernel))
-    api.include_router(routes_agents.router(kernel))
-    api.include_router(routes_background.router(kernel))
-    api.include_router(routes_automations.router(kernel))
-    api.include_router(routes_workflows.router(kernel))
-    api.include_router(routes_interactions.router(kernel))
-    api.include_router(routes_plugins.router(kernel))
-    api.include_router(routes_websearch.router(kernel))
-    api.include_router(routes_mcp.router(kernel))
-    api.include_router(routes_imports.router(kernel))
-    app: ASGIApp = RequestGuard(
-        api,
-        exempt=lambda scope: (
-            artifacts.is_upload(scope)
-            or routes_canvas.is_upload(scope)
-            or routes_imports.is_upload(scope)
-        ),
-    )
+    api.defer(kernel, groups)
+    # Uploads (artifacts, canvas assets, imports) enforce their own, larger body limit.
+    app: ASGIApp = RequestGuard(api, exempt=api.is_upload)
     if token_sha256 is not None:
         app = BearerAuth(app, token_sha256)
     return Observe(app, kernel.metrics)

@@ -16,14 +16,10 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from app.kernel.automations import Automations
-from app.kernel.canvas import Canvases
-from app.kernel.exports import Exports
-from app.kernel.imports import Imports
 from app.kernel.lifecycle import cancel_and_wait
 from app.kernel.recovery import recover
 from app.kernel.review import Reviews
 from app.kernel.rewind import Rewinds
-from app.kernel.terminals import Terminals
 from app.kernel.usercontext.commands import Commands
 from app.kernel.wiring.capability import Capability, Lifecycle, blocking
 from app.kernel.wiring.plugged import Plugged
@@ -32,6 +28,10 @@ from app.staging import staging_root, sweep_staging
 
 if TYPE_CHECKING:
     from app.kernel.automations.runs import Unanswerable
+    from app.kernel.canvas import Canvases
+    from app.kernel.exports import Exports
+    from app.kernel.imports import Imports
+    from app.kernel.terminals import Terminals
     from app.kernel.web.fetch import Fetcher
 
 #: The capabilities built on first use, by attribute name.
@@ -74,9 +74,13 @@ class Wiring(Plugged):
         return Workspaces(self.sessions, self.protected)
 
     # -- lazy: built on first use ----------------------------------------------------------------
+    # Each imports its package when first built: start-up does not pay for the modules (and the
+    # libraries they load) of a capability nobody has used yet.
 
     @cached_property
     def canvases(self) -> Canvases:
+        from app.kernel.canvas import Canvases
+
         canvases = Canvases(
             self.settings.data_dir,
             self.broker,
@@ -95,12 +99,16 @@ class Wiring(Plugged):
 
     @cached_property
     def terminals(self) -> Terminals:
+        from app.kernel.terminals import Terminals
+
         per_session, total = self.settings.max_terminals_per_session, self.settings.max_terminals
         return Terminals(self.sessions, self.metrics, per_session=per_session, total=total)
 
     @cached_property
     def imports(self) -> Imports:
         """Other tools' histories in; uploads are parsed under .staging, which a start sweeps."""
+        from app.kernel.imports import Imports
+
         staging = staging_root(self.settings.data_dir)
         args = (self.facts, self.sessions, self.turns, self.projects, self.user_context)
         return Imports(*args, self.connections, self.metrics, staging)
@@ -108,6 +116,8 @@ class Wiring(Plugged):
     @cached_property
     def exports(self) -> Exports:
         """Portable archives out."""
+        from app.kernel.exports import Exports
+
         out = self.settings.data_dir / "exports"
         return Exports(self.sessions, self.user_context, out)
 
