@@ -1,8 +1,8 @@
 """Fixtures: real kernels (stopped by PID at teardown), a session token, TLS files, short dirs.
 
-Kernels that tests only query are started together, once per session, by `fleet`: starting them
-side by side instead of one after another keeps the suite fast. Tests that stop, kill or refuse a
-kernel start their own through `spawn`.
+Kernels that tests only query are shared through `fleet`, which starts each the first time a
+test of its worker asks for it: a start costs about a second of CPU, and most workers need few.
+Tests that stop, kill or refuse a kernel start their own through `spawn`.
 
 A test that runs past the per-test limit (`timeout` in pyproject.toml) fails as a timeout, never
 as whatever the code it interrupted made of the interruption.
@@ -13,7 +13,7 @@ from __future__ import annotations
 import secrets
 import signal
 import threading
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -28,7 +28,7 @@ from support.helpers import (
     TlsFiles,
     UnixSetup,
     base_env,
-    free_ports,
+    free_port,
     sha256_hex,
     short_tmpdir,
     write_tls_pair,
@@ -141,59 +141,18 @@ def tls_files(tmp_path_factory: pytest.TempPathFactory) -> TlsFiles:
 def fleet(
     tmp_path_factory: pytest.TempPathFactory, digest: str, tls_files: TlsFiles
 ) -> Iterator[Fleet]:
-    """Every shared, query-only kernel, started at once; all stopped by PID at session end."""
+    """The shared, query-only kernels, each started on first use; all stopped by PID at the end."""
     base = tmp_path_factory.mktemp("fleet")
     padded = f"  \n\t{digest.upper()} \n\n"  # trimmed and lowercased by the kernel
     (base / "padded.sha256").write_text(padded)
     plain = ["--allow-plaintext"]
-    ports = iter(free_ports(6))  # distinct, picked together
     with short_tmpdir() as unix_root:
         launch = Launcher(base / "procs")
-        try:
-            kernels = {
-                # plaintext TCP: --listen, --allow-plaintext, --data-dir; digest in the env var
-                "tcp": launch.tcp(
-                    [*plain, "--data-dir", str(base / "tcp")],
-                    env=base_env(FOYA_AUTH_TOKEN_SHA256=digest),
-                    port=next(ports),
-                    ready=False,
-                ),
-                # TLS through FOYA_TLS_CERT_FILE / FOYA_TLS_KEY_FILE; padded uppercase digest
-                "tls": launch.tcp(
-                    ["--data-dir", str(base / "tls")],
-                    tls=tls_files,
-                    env=base_env(
-                        FOYA_AUTH_TOKEN_SHA256=padded,
-                        FOYA_TLS_CERT_FILE=str(tls_files.cert),
-                        FOYA_TLS_KEY_FILE=str(tls_files.key),
-                    ),
-                    port=next(ports),
-                    ready=False,
-                ),
-                # a disk floor no file system meets: /readyz must answer 503
-                "disk": launch.tcp(
-                    [*plain, "--data-dir", str(base / "disk")],
-                    env=base_env(FOYA_AUTH_TOKEN_SHA256=digest, FOYA_MIN_FREE_DISK_MB=str(10**12)),
-                    port=next(ports),
-                    ready=False,
-                ),
-                # digests of a 31-char and a 32-char token: only the length rule tells them apart
-                "token31": launch.tcp(
-                    [*plain, "--data-dir", str(base / "t31")],
-                    env=base_env(FOYA_AUTH_TOKEN_SHA256=sha256_hex(TOKEN_31)),
-                    port=next(ports),
-                    ready=False,
-                ),
-                "token32": launch.tcp(
-                    [*plain, "--data-dir", str(base / "t32")],
-                    env=base_env(FOYA_AUTH_TOKEN_SHA256=sha256_hex(TOKEN_32)),
-                    port=next(ports),
-                    ready=False,
-                ),
-            }
+
+        def env_only() -> Kernel:
             # TCP configured by variables only; the hash file holds a padded uppercase digest
-            port = next(ports)
-            kernels["env_only"] = launch(
+            port = free_port()
+            return launch(
                 ["serve"],
                 url=f"http://127.0.0.1:{port}",
                 env=base_env(
@@ -204,10 +163,12 @@ def fleet(
                 ),
                 ready=False,
             )
+
+        def unix_socket() -> Kernel:
             # Unix socket; its data dir and socket dir do not exist beforehand. Without --listen
             # the (garbage) digest is ignored; --socket overrides FOYA_SOCKET_PATH.
             sock = unix_root / "run" / "k.sock"
-            kernels["unix"] = launch(
+            return launch(
                 ["serve", "--data-dir", str(unix_root / "data"), "--socket", str(sock)],
                 uds=sock,
                 env=base_env(
@@ -216,7 +177,47 @@ def fleet(
                 ),
                 ready=False,
             )
-            yield Fleet(kernels, unix_root, base / "env-data")
+
+        try:
+            starters: dict[str, Callable[[], Kernel]] = {
+                # plaintext TCP: --listen, --allow-plaintext, --data-dir; digest in the env var
+                "tcp": lambda: launch.tcp(
+                    [*plain, "--data-dir", str(base / "tcp")],
+                    env=base_env(FOYA_AUTH_TOKEN_SHA256=digest),
+                    ready=False,
+                ),
+                # TLS through FOYA_TLS_CERT_FILE / FOYA_TLS_KEY_FILE; padded uppercase digest
+                "tls": lambda: launch.tcp(
+                    ["--data-dir", str(base / "tls")],
+                    tls=tls_files,
+                    env=base_env(
+                        FOYA_AUTH_TOKEN_SHA256=padded,
+                        FOYA_TLS_CERT_FILE=str(tls_files.cert),
+                        FOYA_TLS_KEY_FILE=str(tls_files.key),
+                    ),
+                    ready=False,
+                ),
+                # a disk floor no file system meets: /readyz must answer 503
+                "disk": lambda: launch.tcp(
+                    [*plain, "--data-dir", str(base / "disk")],
+                    env=base_env(FOYA_AUTH_TOKEN_SHA256=digest, FOYA_MIN_FREE_DISK_MB=str(10**12)),
+                    ready=False,
+                ),
+                # digests of a 31-char and a 32-char token: only the length rule tells them apart
+                "token31": lambda: launch.tcp(
+                    [*plain, "--data-dir", str(base / "t31")],
+                    env=base_env(FOYA_AUTH_TOKEN_SHA256=sha256_hex(TOKEN_31)),
+                    ready=False,
+                ),
+                "token32": lambda: launch.tcp(
+                    [*plain, "--data-dir", str(base / "t32")],
+                    env=base_env(FOYA_AUTH_TOKEN_SHA256=sha256_hex(TOKEN_32)),
+                    ready=False,
+                ),
+                "env_only": env_only,
+                "unix": unix_socket,
+            }
+            yield Fleet(starters, unix_root, base / "env-data")
         finally:
             launch.close()
 

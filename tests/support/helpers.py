@@ -22,7 +22,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -368,9 +368,17 @@ class UnixSetup:
 
 @dataclass
 class Fleet:
-    kernels: dict[str, Kernel]
+    """Shared, query-only kernels, each started the first time a test asks for it.
+
+    Starting a kernel costs about a second of CPU, and each test worker holds a fleet of its
+    own: a worker that runs one module needing one kernel starts that one, not all of them."""
+
+    starters: dict[str, Callable[[], Kernel]]
     unix_root: Path
     env_data_dir: Path
+    kernels: dict[str, Kernel] = field(default_factory=dict)
 
     def ready(self, name: str) -> Kernel:
+        if name not in self.kernels:
+            self.kernels[name] = self.starters[name]()
         return self.kernels[name].wait_ready()
