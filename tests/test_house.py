@@ -1,5 +1,5 @@
-"""The house rules that hold the floor plan: no import circles, and the turn core below the
-capabilities that drive it.
+"""The house rules that hold the floor plan: no import circles, no module over 300 lines, and
+the turn core below the capabilities that drive it.
 
 `python -m tools.house` measures the house; these tests hold the figures that must not move.
 `lint-imports` checks the layers inside the kernel (pyproject.toml); the checks here say the
@@ -60,6 +60,12 @@ def test_no_import_circles() -> None:
     counting imports made only for type checking."""
     circles = house().circles()
     assert circles == [], "import circles: " + ", ".join(f"{a} <-> {b}" for a, b in circles)
+
+
+def test_no_module_is_over_the_length_where_a_seam_is_due() -> None:
+    """A module past `tools.house.LONG_MODULE` lines holds more than one idea: split it."""
+    long = house().long_modules()
+    assert long == [], "modules to split: " + ", ".join(f"{m} ({n} lines)" for m, n in long)
 
 
 def test_the_turn_core_imports_no_capability(graph: grimp.ImportGraph) -> None:
