@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
-from typing import TypeVar
+from typing import TypeVar, cast
 
 from app.store.commit import Job, commit, settle
 from app.store.schema import check_version
@@ -90,13 +90,14 @@ class Database:
             self._jobs.put(None)
             self._thread.join()
 
-    async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """Run `fn` on the store thread outside any transaction."""
-        return await self._submit(fn, write=False)
+    def read(self, fn: Callable[[sqlite3.Connection], T]) -> asyncio.Future[T]:
+        """Run `fn` on the store thread outside any transaction; await the returned future."""
+        return self._submit(fn, False)
 
-    async def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """Run `fn` atomically; resolves after the COMMIT that includes it returned."""
-        return await self._submit(fn, write=True)
+    def write(self, fn: Callable[[sqlite3.Connection], T]) -> asyncio.Future[T]:
+        """Run `fn` atomically; the returned future resolves after the COMMIT that includes it
+        returned."""
+        return self._submit(fn, True)
 
     def call(self, fn: Callable[[sqlite3.Connection], T], *, write: bool = True) -> T:
         """Blocking variant for threads without an event loop (CLI tools, tests)."""
@@ -108,14 +109,15 @@ class Database:
         result: T = job.future.result()
         return result
 
-    async def _submit(self, fn: Callable[[sqlite3.Connection], T], *, write: bool) -> T:
+    def _submit(self, fn: Callable[[sqlite3.Connection], T], write: bool) -> asyncio.Future[T]:
+        # A plain function handing back the job's future, not a coroutine: every append would
+        # otherwise build and unwind two more coroutine frames on the event loop, which the
+        # store thread waits for while writers are in a group commit.
         if self._closed:
             raise StoreClosed("the store is closed")
         job = Job(fn, write, asyncio.get_running_loop())
         self._jobs.put(job)
-        assert isinstance(job.future, asyncio.Future)
-        result: T = await job.future
-        return result
+        return cast("asyncio.Future[T]", job.future)
 
     def _run(self) -> None:
         try:

@@ -32,18 +32,25 @@ def require_live_session(conn: sqlite3.Connection, session: str) -> None:
     raise SessionNotFound(f"session {session} not found")
 
 
+_INSERT_IF_LIVE = (
+    "INSERT INTO events(session_id, run_id, kind, occurred_at_ns, payload_json)"
+    " SELECT ?1, ?2, ?3, ?4, ?5 WHERE EXISTS (SELECT 1 FROM sessions WHERE id = ?1)"
+)
+
+
 def append(conn: sqlite3.Connection, draft: EventDraft, now_ns: int | None = None) -> Event:
     """Store `draft` and update its projections; the caller owns the transaction."""
-    require_live_session(conn, draft.session)
-    for data in draft.blobs.values():
-        blobs.put(conn, data)
+    if draft.blobs:
+        require_live_session(conn, draft.session)  # before storing blobs it would refuse
+        for data in draft.blobs.values():
+            blobs.put(conn, data)
     when = now_ns if now_ns is not None else time.time_ns()
     payload = None if draft.payload is None else dumps(draft.payload)
-    cur = conn.execute(
-        "INSERT INTO events(session_id, run_id, kind, occurred_at_ns, payload_json)"
-        " VALUES (?, ?, ?, ?, ?)",
-        (draft.session, draft.run_id, draft.kind, when, payload),
-    )
+    # The live-session check rides on the insert: one statement per append instead of two.
+    cur = conn.execute(_INSERT_IF_LIVE, (draft.session, draft.run_id, draft.kind, when, payload))
+    if cur.rowcount != 1:
+        require_live_session(conn, draft.session)  # raises: the session is gone or unknown
+        raise AssertionError(f"event of session {draft.session} not inserted")
     seq = cur.lastrowid
     assert seq is not None
     event = Event(seq, draft.kind, draft.session, draft.run_id, when, draft.payload)
