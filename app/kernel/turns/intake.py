@@ -12,7 +12,7 @@ import asyncio
 
 from app.files import ProtectedPaths
 from app.kernel.binding import rebinding
-from app.kernel.sessionrow import session_row
+from app.kernel.sessionrow import SessionRow, session_row
 from app.kernel.sessions import Sessions
 from app.kernel.turns import inputs
 from app.kernel.turns.inputs import Accepted, TurnInput
@@ -27,6 +27,10 @@ class Intake:
 
     async def accept(self, session: str, turn: TurnInput) -> Accepted:
         """`turn` as the input rules accept it, the session bound to a model if it had none."""
+        return (await self.admit(session, turn))[0]
+
+    async def admit(self, session: str, turn: TurnInput) -> tuple[Accepted, SessionRow]:
+        """`accept`, and the session's row as it is now (bound, if it was)."""
         row = await self.sessions.row(session)
         bind = rebinding(self.sessions.connections, row)
         candidate = session_row({**row, **(bind or {})})
@@ -36,7 +40,7 @@ class Intake:
         )
         if bind:
             await self.sessions.save(session, bind)
-        return accepted
+        return accepted, candidate
 
     async def workspace_files(self, session: str, paths: list[str]) -> list[str]:
         """`paths` as canonical files of the session's workspace (`inputs.workspace_files`)."""

@@ -9,10 +9,11 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
-from collections.abc import Sequence
+import sys
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from app.errors import FoyaError
 from app.events import Checkpoint, Message
@@ -43,6 +44,23 @@ class UserInput:
 
     system: JSONObject
     expanded: dict[int, str]
+    tokens: int
+
+
+#: The `event_seq` of a turn's user message in a request built before its commit.
+PENDING = sys.maxsize
+
+#: What a request is built from: the checkpoint, the messages after it, the accepted boundary.
+Inputs = tuple[Checkpoint | None, list[Message], Boundary | None]
+
+
+class Draft(NamedTuple):
+    """A request's messages before the tools are added, and what they were built from."""
+
+    messages: list[JSONObject]
+    estimate: int
+    checkpoint: Checkpoint | None
+    history: list[Message]
     tokens: int
 
 
@@ -88,16 +106,9 @@ class Requests:
         window = compaction.context_window(connection, row["model"])
         for attempt in range(2):
             # Only the messages after the checkpoint are read: the summary stands for the rest.
-            checkpoint, history, accepted = await self.store.request_inputs(run.session, route)
-            after = int(checkpoint["through_seq"]) if checkpoint else 0
-            user = await self._user_context(row, cwd, history, opening=not run.steps)
-            notes = [text for note in self.instructions if (text := note(row))]
-            if notes:
-                content = "\n\n".join([user.system["content"], *notes])
-                user = dataclasses.replace(user, system={**user.system, "content": content})
-            messages = context.build(user.system, history, checkpoint, user.expanded)
-            estimate = self._estimate(accepted, messages, history, checkpoint, user)
-            if attempt or not compaction.over_budget(estimate, window, run.last_output):
+            read = await self.store.request_inputs(run.session, route)
+            draft = await self._draft(run, row, cwd, read)
+            if attempt or not compaction.over_budget(draft.estimate, window, run.last_output):
                 break
             phase = "mid_turn" if run.steps else "pre_turn"
             try:
@@ -105,6 +116,43 @@ class Requests:
             except FoyaError as exc:  # nothing to compact, or the summary failed: try as is
                 self.log.warning("compaction before a request failed", error=exc.message)
                 break
+        return await self._request(run, row, draft)
+
+    def inputs(self, session: str, row: SessionRow) -> Coroutine[Any, Any, Inputs]:
+        """The read a request is built from (checkpoint, messages, accepted boundary)."""
+        connection = self.providers.connections.get(str(row["connection_id"]))
+        return self.store.request_inputs(session, compaction.route_key(row, connection))
+
+    async def opening(
+        self, run: Run, row: SessionRow, cwd: Path, read: Inputs, user: Message
+    ) -> Request | None:
+        """A turn's first request, built before its opening facts are committed: from `read`
+        (made before that commit) and the turn's user message `user`, which has no seq yet
+        (`through_seq` is `PENDING`). None if the request would need compacting first, which
+        only the turn itself may do."""
+        checkpoint, history, accepted = read
+        pending: Message = {**user, "event_seq": PENDING}
+        draft = await self._draft(run, row, cwd, (checkpoint, [*history, pending], accepted))
+        connection = self.providers.connections.get(str(row["connection_id"]))
+        window = compaction.context_window(connection, row["model"])
+        if compaction.over_budget(draft.estimate, window, run.last_output):
+            return None
+        return await self._request(run, row, draft)
+
+    async def _draft(self, run: Run, row: SessionRow, cwd: Path, read: Inputs) -> Draft:
+        """The messages of a request from what was read, and the estimate of their size."""
+        checkpoint, history, accepted = read
+        user = await self._user_context(row, cwd, history, opening=not run.steps)
+        notes = [text for note in self.instructions if (text := note(row))]
+        if notes:
+            content = "\n\n".join([user.system["content"], *notes])
+            user = dataclasses.replace(user, system={**user.system, "content": content})
+        messages = context.build(user.system, history, checkpoint, user.expanded)
+        estimate = self._estimate(accepted, messages, history, checkpoint, user)
+        return Draft(messages, estimate, checkpoint, history, user.tokens)
+
+    async def _request(self, run: Run, row: SessionRow, draft: Draft) -> Request:
+        messages = draft.messages
         if any(isinstance(m.get("content"), list) for m in messages):
             load = functools.partial(self.sessions.artifacts.read, run.session)
             messages = await asyncio.to_thread(context.inline_images, messages, load)
@@ -114,8 +162,12 @@ class Requests:
             tools=self.tool_runner.schemas(row),
             reasoning_effort=row.get("reasoning_effort") or None,
         )
+        checkpoint, history = draft.checkpoint, draft.history
+        after = int(checkpoint["through_seq"]) if checkpoint else 0
         last = int(history[-1]["event_seq"]) if history else after
-        return Request(request, route, last, checkpoint["id"] if checkpoint else None, user.tokens)
+        checkpoint_id = checkpoint["id"] if checkpoint else None
+        route = compaction.route_key(row, self.providers.connections.get(str(row["connection_id"])))
+        return Request(request, route, last, checkpoint_id, draft.tokens)
 
     async def _user_context(
         self, row: SessionRow, cwd: Path, history: list[Message], opening: bool = False

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from typing import Any
 
 from app.events import Message
 from app.kernel.turns.loopguard import LoopGuard
@@ -30,6 +31,9 @@ class Run:
     completed: bool = False  # `turn_complete` is stored: only bookkeeping is left of the turn
     guard: LoopGuard = field(default_factory=LoopGuard)
     answer: str = ""  # the text of the model's last reply, once it asked for no more tools
+    # The first request, sent before the opening commit: a task of `opening.Opening`, typed
+    # loosely here because the opening module builds on this one (no circle, even for types).
+    early: asyncio.Task[Any] | None = None
 
     def begin(self, run_id: str, started_at: str) -> None:
         """Reset the per-turn state for a new turn of this runner."""

@@ -159,7 +159,7 @@ class Turns:
         `started` only once its opening facts are committed: one that cannot start (a full
         disk, say) is refused and leaves nothing behind. `command` names the command the input
         was expanded from; its message records it."""
-        accepted = await self.intake.accept(session, turn)
+        accepted, row = await self.intake.admit(session, turn)
         if command:
             accepted["command"] = command
         queue = self.queues.of(session)
@@ -170,7 +170,7 @@ class Turns:
             return {"run_id": session, "status": "queued", "queued": item}
         run = self.runners.claim(session)  # input arriving during the opening commit is queued
         try:
-            await self.cycle.open(run, accepted)
+            await self.cycle.open(run, accepted, row)
         except BaseException:
             self.runners.release(run)
             self.runners.resume(session)

@@ -1,6 +1,8 @@
 """One step of a turn: build the model request (`app.kernel.turns.request`: compacting first if
 it would not fit), stream the reply (deltas published, never stored), record the step, then run
-the requested tools. `Steps.run` returns True while the model wants to go on.
+the requested tools. `Steps.run` returns True while the model wants to go on. A turn's first
+step may find its request already sent, before the turn's opening commit
+(`app.kernel.turns.opening`).
 
 Recording a step is one transaction: `usage_updated`, `context_request_accepted`, the assistant
 `message_end` and one `tool_update` per requested call (Foya's order) are stored together
@@ -30,7 +32,8 @@ from app.events import (
 from app.kernel import usage
 from app.kernel.ids import iso_now
 from app.kernel.sessions import Sessions
-from app.kernel.turns.request import Requests
+from app.kernel.turns.opening import Opening
+from app.kernel.turns.request import PENDING, Requests
 from app.kernel.turns.run import Run
 from app.kernel.turns.toolcalls import Emit, ParsedCall, PartialCall, parsed
 from app.metrics import Metrics
@@ -105,8 +108,13 @@ class Steps:
                 raise exc from None
             return True
 
-    async def _step(self, run: Run) -> bool:
-        """One model request and its tools; True if the model asked for tools (go on)."""
+    async def _begin(self, run: Run) -> Opening:
+        """The step's request and its reply: the one opened with the turn's commit (the first
+        step's, when there is one), else one built now."""
+        early, run.early = run.early, None
+        opened: Opening | None = await early if early is not None else None
+        if opened is not None:
+            return opened
         row = await self.sessions.row(run.session)
         limit = row.get("agent_max_turns")
         if limit and run.steps >= limit:  # a sub-agent's `max_turns`
@@ -114,8 +122,17 @@ class Steps:
         cwd = self.sessions.workspace(row)
         provider = self.providers.for_session(row)
         request = await self.requests.build(run, row, cwd)
+        return Opening(row, cwd, request, provider.stream(request.chat), None)
+
+    async def _step(self, run: Run) -> bool:
+        """One model request and its tools; True if the model asked for tools (go on)."""
+        opened = await self._begin(run)
+        row, cwd, request = opened.row, opened.cwd, opened.request
         run.steps += 1
-        streamed = await self._stream(run, provider.stream(request.chat))
+        streamed = await self._stream(run, opened.items())
+        through = request.through_seq
+        if through == PENDING:  # built before the turn's user message had its seq
+            through = await self.store.history_head(run.session)
         spent = usage.payload(row["model"], streamed.usage)
         drafts: list[EventDraft] = []
         if streamed.usage is not None:
@@ -128,7 +145,7 @@ class Steps:
         accepted: ContextRequestAccepted = {
             "session_id": run.session,
             "route": request.route,
-            "through_seq": request.through_seq,
+            "through_seq": through,
             "usage": {
                 "input_tokens": spent["input_tokens"],
                 "output_tokens": spent["output_tokens"],

@@ -6,7 +6,9 @@
    never lost. A prompt its hooks deny is never stored: `error` ("User request blocked by a
    hook: <reason>") and `turn_complete{failed, error}` are, in one commit, and the turn is
    answered `started` like any other (Foya's facts and answer), so every client sees the
-   refusal on the session's stream.
+   refusal on the session's stream. Just before that commit, the first model request of a
+   plain message is built and sent (`app.kernel.turns.opening`): the commit's fsync and the
+   provider's answer then overlap, and the reply is read by the first step, after the commit.
 2. `run`: steps (`app.kernel.turns.steps`) while the model asks for tools. When the model is done
    the `Stop` hooks may deny the ending, once per turn: their reason is stored as a system message
    and the model gets one more round. The turn's `PermissionRequest` hooks reach approvals
@@ -37,7 +39,9 @@ from app.errors import FoyaError, InsufficientStorage
 from app.events import EventDraft, Message, TurnComplete, TurnStarted, input_context
 from app.kernel.approvals import Ask, Decision, permission_hooks
 from app.kernel.ids import iso_now, new_id
+from app.kernel.sessionrow import SessionRow
 from app.kernel.sessions import Sessions
+from app.kernel.turns import opening
 from app.kernel.turns.inputs import Accepted
 from app.kernel.turns.ports import (
     PERMISSION_REQUEST,
@@ -78,12 +82,15 @@ class TurnCycle:
         self.answered = answered
         self.log = get_logger("foya.turns")
 
-    async def open(self, run: Run, turn: Accepted) -> None:
+    async def open(self, run: Run, turn: Accepted, row: SessionRow | None = None) -> None:
         """Run the prompt's UserPromptSubmit hooks, then commit the turn's opening facts (their
         results, user message, `turn_started`, phase) in one go; or, if they deny the prompt,
-        its refusal (the turn has then ended: `run.completed`)."""
+        its refusal (the turn has then ended: `run.completed`). `row` is the session's, if the
+        caller has just read it."""
         run.begin(new_id(), iso_now())
-        prompt = await self._prompt_hooks(run, turn["message"])
+        if row is None:
+            row = await self.sessions.row(run.session)
+        prompt = await self._prompt_hooks(run, row, turn["message"])
         if prompt.decision == "deny":
             await self._refuse(run, prompt)
             return
@@ -100,20 +107,28 @@ class TurnCycle:
         if "workspace_files" in context:
             user["workspace_files"] = context["workspace_files"]
         started: TurnStarted = {"run_id": run.run_id, "started_at": run.started_at}
-        await self.sessions.save(
-            run.session,
-            {"phase": "turn"},
-            [
-                EventDraft(run.session, k.MESSAGE_END, user, run.run_id),
-                EventDraft(run.session, k.TURN_STARTED, started, run.run_id),
-            ],
-            prompt.facts(run.session, run.run_id),
-        )
+        early = None
+        try:
+            # Not after a hook ran (a killed hook is Unheard too, but leaves a cancel reason).
+            if isinstance(prompt, Unheard):
+                early = await opening.begin(self.steps.requests, run, row, user)
+            await self.sessions.save(
+                run.session,
+                {"phase": "turn"},
+                [
+                    EventDraft(run.session, k.MESSAGE_END, user, run.run_id),
+                    EventDraft(run.session, k.TURN_STARTED, started, run.run_id),
+                ],
+                prompt.facts(run.session, run.run_id),
+            )
+        except BaseException:
+            await asyncio.shield(opening.discard(early))
+            raise
+        run.early = early
 
-    async def _prompt_hooks(self, run: Run, prompt: str) -> HookOutcome:
+    async def _prompt_hooks(self, run: Run, row: SessionRow, prompt: str) -> HookOutcome:
         """What the UserPromptSubmit hooks say of `prompt`. They run as the turn's task, so a
         cancel of the turn kills them; a killed hook says nothing."""
-        row = await self.sessions.row(run.session)
         if not self.hooks.wants(USER_PROMPT_SUBMIT, row):
             return Unheard()
         said: list[HookOutcome] = []
@@ -176,7 +191,11 @@ class TurnCycle:
             status, reason = "failed", "error"
             await self._report(run, f"internal error ({type(exc).__name__})")
         finally:
-            await self._finish_durably(run, status, reason)
+            try:
+                await self._finish_durably(run, status, reason)
+            finally:
+                early, run.early = run.early, None  # a turn that ended before its first step
+                await opening.discard(early)
 
     async def _steps(self, run: Run) -> None:
         """Steps while the model asks for tools; when it is done, its Stop hooks may ask for
