@@ -15,7 +15,6 @@ a metavar on every value and the environment variable of every flag that has one
 from __future__ import annotations
 
 import gc
-import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -89,7 +88,9 @@ def serve(
     proxy, --allow-plaintext.
     """
     from app.ops.secretargs import check_url
+    from app.serve.lean import lean_start
 
+    lean_start()  # before the settings model and the server's modules are defined
     check_url(replicate, "--replicate", REPLICA_INSTEAD)
     settings = build_settings(
         listen_addr=listen,
@@ -105,12 +106,6 @@ def serve(
 
     try:
         plan = serve_plan(settings)
-        # structlog imports rich (installed for typer's help) to pretty-print tracebacks; a server
-        # that logs JSON pays ~3 MiB and ~40 ms at every start for it. Plain tracebacks instead.
-        # FastAPI imports pydantic's legacy `v1` package while it builds routes, only to refuse
-        # v1 models (we have none): blocked, its check answers "not v1" (~10 ms, ~1.5 MiB).
-        for legacy in ("rich", "pydantic.v1"):
-            sys.modules.setdefault(legacy, None)  # type: ignore[arg-type]  # None blocks an import
         # Hypercorn and the app load only once the settings pass.
         from app.serve import listeners as server
 

@@ -106,19 +106,30 @@ def test_first_use_answers_as_if_every_router_was_built(tmp_path: Path) -> None:
     kernel = Kernel(Settings(data_dir=tmp_path / "data"), Metrics())
     app = create_api(kernel, token_sha256=None, lifespan=None)
     api = fastapi_of(app)
-    # POST only: the route is built first, so the answer is 405, not 404.
+    # POST only: the route is built first, so the answer is 405, not 404. Every group with a
+    # route that could match is built: the session routes too (`/sessions/{session_id}/...`).
     answer = get(app, "GET", "/sessions/s1/terminals")
     assert (answer.status_code, answer.json()["code"]) == (405, "method_not_allowed")
-    assert api.built() == ["app.http.routes.terminals"]
+    assert api.built() == [
+        "app.http.routes.sessions",
+        "app.http.routes.turns",
+        "app.http.routes.terminals",
+    ]
     answer = get(app, "GET", "/nowhere")
     assert (answer.status_code, answer.json()["code"]) == (404, "not_found")
     # Another group's route under a shared head builds that group only.
     get(app, "GET", "/projects/p1/skills")
     assert api.built() == [
+        "app.http.routes.sessions",
+        "app.http.routes.turns",
         "app.http.routes.projects",
         "app.http.routes.skills",
         "app.http.routes.terminals",
     ]
+    # The first session listing builds the session routes only.
+    fresh = fastapi_of(create_api(kernel, token_sha256=None, lifespan=None))
+    fresh.prepare("/sessions")
+    assert fresh.built() == ["app.http.routes.sessions"]
 
 
 def _segments(path: str) -> list[str]:

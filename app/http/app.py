@@ -14,17 +14,21 @@ from app.http.errors import install_error_handlers
 from app.http.guard import RequestGuard
 from app.http.lazy import LazyFastAPI, RouteGroup
 from app.http.middleware import BearerAuth, Observe
-from app.http.routes import sessions, system, turns
+from app.http.routes import system
 from app.http.sse import StreamSlots
 from app.kernel.api import Kernel
 
 Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
 
-#: The routers built on first use, in the order they are included (after the eager ones:
-#: health, sessions and their events, turns), with the path prefixes their routes lie under.
+#: The routers built on first use, in the order they are included (after the one built with
+#: the app: the probes and metrics), with the path prefixes their routes lie under.
 ROUTE_GROUPS: tuple[RouteGroup, ...] = tuple(
     RouteGroup(f"app.http.routes.{name}", prefixes)
     for name, prefixes in (
+        # Sessions, their events and turns too: a start that answers /healthz builds nothing
+        # else, and the first session request builds these (~1 ms a route).
+        ("sessions", ("/sessions", "/usage")),
+        ("turns", ("/sessions/{}",)),
         ("files", ("/sessions/{}/turns/{}/rewind", "/sessions/{}/file-review")),
         ("workspace", ("/sessions/{}/workspace",)),
         ("artifacts", ("/sessions/{}/artifacts",)),
@@ -90,8 +94,7 @@ def create_api(
     api.state.stream_slots = StreamSlots(per_client) if token_sha256 is not None else None
     install_error_handlers(api)
     _document_errors_truthfully(api)
-    for module in (system, sessions, turns):
-        api.include_router(module.router(kernel))
+    api.include_router(system.router(kernel))
     api.defer(kernel, groups)
     # Uploads (artifacts, canvas assets, imports) enforce their own, larger body limit.
     app: ASGIApp = RequestGuard(api, exempt=api.is_upload)

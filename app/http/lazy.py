@@ -2,9 +2,10 @@
 
 A capability's routes live in `app.http.routes.<name>`, whose `router(kernel)` builds them.
 Importing that module (and its request and response models) and building the router is most
-of what a capability costs at start, so only the routes a client needs at once are built with
-the app; every other router is a `RouteGroup` (its module and the path prefixes its routes lie
-under), imported and included when the first request under one of its prefixes arrives.
+of what a capability costs at start, so only the probes are built with the app; every other
+router (sessions and turns included) is a `RouteGroup` (its module and the path prefixes its
+routes lie under), imported and included when the first request under one of its prefixes
+arrives.
 
 Matching stays exactly as if every router had been built at start: before a request is routed,
 every group that has a route which could match its path is built, and the routers are kept in
@@ -65,6 +66,7 @@ class LazyFastAPI(FastAPI):
 
     _deferred: list[tuple[int, RouteGroup]]
     _built: dict[int, ModuleType]
+    _alternatives: dict[str, list[str]]
     _by_head: dict[str, re.Pattern[str]]
     _kernel: Kernel
     _base: int
@@ -79,16 +81,23 @@ class LazyFastAPI(FastAPI):
 
     def _index(self) -> None:
         # One pattern per first segment: the common request (under no pending prefix) costs
-        # a dict lookup and at most one regex match.
-        alternatives: dict[str, list[str]] = {}
+        # a dict lookup and at most one regex match. Each is compiled when first needed: a
+        # start that answers only probes compiles none.
+        self._alternatives = {}
         for _, group in self._deferred:
             for prefix in group.prefixes:
-                alternatives.setdefault(_head(prefix), []).append(_pattern(prefix))
-        self._by_head = {h: re.compile("|".join(p)) for h, p in alternatives.items()}
+                self._alternatives.setdefault(_head(prefix), []).append(_pattern(prefix))
+        self._by_head = {}
+
+    def _pending(self, head: str) -> re.Pattern[str] | None:
+        pattern = self._by_head.get(head)
+        if pattern is None and (alternatives := self._alternatives.get(head)) is not None:
+            pattern = self._by_head[head] = re.compile("|".join(alternatives))
+        return pattern
 
     def prepare(self, path: str) -> None:
         """Build every pending group with a prefix `path` lies under."""
-        pattern = self._by_head.get(_head(path))
+        pattern = self._pending(_head(path))
         if pattern is None or pattern.match(path) is None:
             return
         wanted = [

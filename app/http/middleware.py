@@ -20,7 +20,7 @@ from typing import Any
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.http.errors import INTERNAL_ERROR, log_unexpected
-from app.logs import get_logger
+from app.logs import RequestLog
 from app.metrics import Metrics
 
 _SECURITY_HEADERS = (
@@ -60,17 +60,24 @@ class Observe:
     def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
         self.app = app
         self.metrics = metrics
-        self.log = get_logger("foya.http")
-        # `labels()` costs a lock and a tuple hash per call; routes are few, so keep the children.
-        self._count = functools.cache(lambda m, r, s: metrics.requests.labels(m, r, str(s)))
-        self._timer = functools.cache(lambda m, r: metrics.latency.labels(m, r))
+        self.log = RequestLog("foya.http")
+        # `labels()` costs a lock and a tuple hash per call; routes are few, so keep the children
+        # (bounded: the method is the client's word).
+        self._count = functools.lru_cache(maxsize=1024)(
+            lambda m, r, s: metrics.requests.labels(m, r, str(s))
+        )
+        self._timer = functools.lru_cache(maxsize=1024)(lambda m, r: metrics.latency.labels(m, r))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         given = header(scope, b"x-request-id")
-        request_id = given.decode() if given and _REQUEST_ID.fullmatch(given) else token_hex(16)
+        if given and _REQUEST_ID.fullmatch(given):
+            request_id, request_id_bytes = given.decode(), given
+        else:
+            request_id = token_hex(16)
+            request_id_bytes = request_id.encode()
         status = 500
         started = False
         start = time.perf_counter()
@@ -86,7 +93,7 @@ class Observe:
                 else:
                     headers.append(_NO_STORE)
                 headers += _SECURITY_HEADERS
-                headers.append((b"x-request-id", request_id.encode()))
+                headers.append((b"x-request-id", request_id_bytes))
                 message = {**message, "headers": headers}
             await send(message)
 
@@ -107,14 +114,7 @@ class Observe:
             method = scope["method"]
             self._count(method, route, status).inc()
             self._timer(method, route).observe(elapsed)
-            self.log.info(
-                "request",
-                method=method,
-                route=route,
-                status=status,
-                duration_ms=round(elapsed * 1000, 3),
-                request_id=request_id,
-            )
+            self.log(method, route, status, round(elapsed * 1000, 3), request_id)
 
 
 def _json_start(status: int, length: int) -> Message:

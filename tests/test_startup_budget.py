@@ -1,0 +1,148 @@
+"""What a start builds: only what a first `/healthz` needs; a capability costs nothing until used.
+
+A dummy capability (a route group and a service built on first use) is added to a real app built
+by the app factory, whose kernel is started as the server starts it: after the start and a probe,
+its module is not imported and its service not built, and the routers built are the probes'
+alone; its first request builds both. No figure is asserted: bench.http_stack measures them.
+
+`foya serve` also defers pydantic's model building to first use (app.serve.lean): the OpenAPI
+document, which every model of every route goes into, is the same with it as without.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+import app.main
+from app.http.app import ROUTE_GROUPS, create_api
+from app.http.lazy import LazyFastAPI, RouteGroup
+from app.kernel import Kernel
+from app.settings import Settings
+
+DUMMY = "foya_budget_dummy_routes"
+DUMMY_ROUTES = """
+from fastapi import APIRouter
+
+
+def router(kernel):
+    api = APIRouter(tags=["dummy"])
+
+    @api.get("/budget-dummy/{ref}")
+    async def dummy(ref: str) -> dict[str, str]:
+        return {"ref": ref, "service": kernel.budget_dummy.name}
+
+    return api
+"""
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class DummyService:
+    name = "budget-dummy"
+
+
+class DummyKernel(Kernel):
+    """A kernel with one more capability, its service built on first use like the `LAZY` ones."""
+
+    @cached_property
+    def budget_dummy(self) -> DummyService:
+        return DummyService()
+
+
+@pytest.fixture
+def dummy_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    (tmp_path / f"{DUMMY}.py").write_text(DUMMY_ROUTES)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield DUMMY
+    sys.modules.pop(DUMMY, None)
+
+
+def lazy_of(asgi: Any) -> LazyFastAPI:
+    while not isinstance(asgi, LazyFastAPI):
+        asgi = asgi.app
+    return asgi
+
+
+async def request(asgi: Any, path: str) -> httpx.Response:
+    transport = httpx.ASGITransport(app=asgi)
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        return await client.get(path)
+
+
+def test_a_started_service_builds_a_capability_only_on_its_first_request(
+    tmp_path: Path, dummy_module: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    groups = (*ROUTE_GROUPS, RouteGroup(dummy_module, ("/budget-dummy",)))
+    monkeypatch.setattr(app.main, "Kernel", DummyKernel)
+    monkeypatch.setattr(app.main, "create_api", functools.partial(create_api, groups=groups))
+    service = app.main.create_app(Settings(data_dir=tmp_path / "data"))
+    kernel = service.kernel
+    assert isinstance(kernel, DummyKernel)
+    api = lazy_of(service.app)
+
+    async def scenario() -> None:
+        await kernel.start()
+        try:
+            assert (await request(service.app, "/healthz")).status_code == 200
+            assert (await request(service.app, "/readyz")).status_code == 200
+            assert dummy_module not in sys.modules
+            assert not kernel.built("budget_dummy")
+            assert api.built() == []  # the probes' router alone: not even the sessions'
+
+            answer = await request(service.app, "/budget-dummy/x")
+            assert answer.status_code == 200
+            assert answer.json() == {"ref": "x", "service": "budget-dummy"}
+            assert dummy_module in sys.modules
+            assert kernel.built("budget_dummy")
+            assert api.built() == [dummy_module]
+        finally:
+            await kernel.close()
+
+    asyncio.run(scenario())
+
+
+OPENAPI = """
+import json, sys
+from pathlib import Path
+if sys.argv[1] == "lean":
+    from app.serve.lean import lean_start
+    lean_start()
+from app.main import create_app
+from app.settings import Settings
+service = create_app(Settings(data_dir=Path(sys.argv[2])))
+app = service.app
+while not hasattr(app, "openapi"):
+    app = app.app
+print(json.dumps(app.openapi(), sort_keys=True))
+"""
+
+
+def openapi_document(mode: str, data_dir: Path) -> Any:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FOYA_")}
+    out = subprocess.run(
+        [sys.executable, "-c", OPENAPI, mode, str(data_dir)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=100,
+        check=True,
+    )
+    return json.loads(out.stdout)
+
+
+def test_deferred_model_building_documents_the_same_api(tmp_path: Path) -> None:
+    eager = openapi_document("eager", tmp_path / "a")
+    lean = openapi_document("lean", tmp_path / "b")
+    assert lean == eager
