@@ -34,7 +34,9 @@ directly (and NTP cannot step it, unlike `time.time_ns()`).
    delivered event is reported too (it moves less than events/s when the machine is shared).
    Diagnostic rows: the kernel with `Broker.deliver` only (no store append, fake seqs above the
    store's: the broker and stream stack alone; like the bare producer it only yields when a
-   buffer is full; N/2 events), and `emit` with no subscriber (the store path alone, N/5).
+   buffer is full; N/2 events), the same yielding once after each event as `emit` does (so
+   every client is woken and sent one frame per event: the per-delivery cost without the
+   store), and `emit` with no subscriber (the store path alone, N/5).
 2. Replay: 10k stored events in one session (written in setup by `Store.append_all`); one client
    connects with `?after=0` and reads until 10k events. Baseline: the bare server streaming 10k
    frames built on the fly from memory to one client (the transport ceiling, not a target).
@@ -231,7 +233,7 @@ class KernelHandler:
                             EventDraft(sid, SESSION_UPDATED, payload(i, size, t0))
                         )
                     last = event.seq
-                else:  # "deliver": the broker and stream stack only, nothing stored
+                else:  # "deliver(1)": the broker and stream stack only, nothing stored
                     name = topic(sid)
                     for i in range(n):
                         self.fake_seq += 1
@@ -239,6 +241,8 @@ class KernelHandler:
                             self.fake_seq, KIND, sid, None, time.time_ns(), payload(i, size, t0)
                         )
                         await self.kernel.broker.deliver(name, event)
+                        if mode == "deliver1":  # one event per loop turn, like emit's
+                            await asyncio.sleep(0)
                     last = self.fake_seq
                 t1 = now_ns()
             cut = self._counter("foya_broker_cut_off_subscribers_total") - cut0
@@ -697,6 +701,8 @@ async def fanout(
         ("kernel emit", kernel, kpath, {**kernel_cmd, "mode": "emit"}),
         # A diagnostic: half the events keep the run short (the figures are per delivery).
         ("kernel deliver-only", kernel, kpath, {**kernel_cmd, "mode": "deliver", "n": n // 2}),
+        # The same, yielding after each event as emit does: one frame per send, no store.
+        ("kernel deliver-1", kernel, kpath, {**kernel_cmd, "mode": "deliver1", "n": n // 2}),
     ]
     runs: dict[str, list[FanoutRun]] = {name: [] for name, *_ in sides}
     for name, server, path, cmd in sides:  # warm-up: smaller, not counted
@@ -722,7 +728,7 @@ async def fanout(
     say(f"  kernel emit, no subscriber: {alone.rate:,.0f} events/s")
     out = {name: _summary(r) for name, r in runs.items()}
     base = out["bare"]
-    for name in ("kernel emit", "kernel deliver-only"):
+    for name in ("kernel emit", "kernel deliver-only", "kernel deliver-1"):
         out[name]["ratio_vs_bare"] = round(out[name]["rate_median"] / base["rate_median"], 3)
         out[name]["ratio_per_round"] = [
             round(k.rate / b.rate, 3) for k, b in zip(runs[name], runs["bare"], strict=True)
@@ -910,6 +916,7 @@ def table_rows(results: dict[str, Any]) -> list[Row]:
     fan, rep, lat = (results[k] for k in ("fanout", "replay", "latency"))
     sides = fan["sides"]
     bare, emit, deliver = sides["bare"], sides["kernel emit"], sides["kernel deliver-only"]
+    single = sides["kernel deliver-1"]
     alone = sides["kernel emit, no subscriber"]
     rows: list[tuple[str, str, str, str, str]] = [
         (
@@ -938,6 +945,13 @@ def table_rows(results: dict[str, Any]) -> list[Row]:
             f"{deliver['cpu_us_per_delivery_median']:.1f}",
             f"{bare['cpu_us_per_delivery_median']:.1f}",
             f"{deliver['cpu_ratio_vs_bare']:.2f}x",
+            "",
+        ),
+        (
+            "  diag: same, one event per loop turn (as emit), CPU us",
+            f"{single['cpu_us_per_delivery_median']:.1f}",
+            f"{bare['cpu_us_per_delivery_median']:.1f}",
+            f"{single['cpu_ratio_vs_bare']:.2f}x",
             "",
         ),
         (

@@ -17,13 +17,14 @@ answered 429 `too_many_streams` (`TooManyStreams`) before anything is subscribed
 
 hypercorn's `send()` does not fail when a client stops reading; it blocks once its buffer is full.
 Each send is therefore bounded by `SEND_TIMEOUT`, after which the stream ends; the
-broker cuts such a subscriber off independently, so the producer never waits on it.
+broker cuts such a subscriber off independently, so the producer never waits on it. One timer
+per stream (`app.http.sse_watch.Watch`) keeps both the heartbeat and that bound.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import AbstractAsyncContextManager, contextmanager, nullcontext
 from typing import Protocol
@@ -34,6 +35,7 @@ from starlette.types import Receive, Scope, Send
 from app.errors import BadRequest, FoyaError
 from app.events import Event
 from app.http.models.common import SQLITE_END
+from app.http.sse_watch import Watch
 
 HEARTBEAT = 15.0
 BATCH = 64
@@ -86,9 +88,37 @@ class EventSource(Protocol):
         ...
 
 
+class _Frames:
+    """The frames built last, by event identity: every subscriber of a topic sends the same
+    event objects within a few loop turns of each other, so each frame is built once. Bounded
+    in count and in bytes; a frame above an eighth of the bytes is not kept."""
+
+    def __init__(self, count: int, size: int) -> None:
+        self.count, self.size = count, size
+        self._kept: OrderedDict[int, tuple[Event, bytes]] = OrderedDict()  # keeps the event: its
+        # id names no other one meanwhile
+        self._bytes = 0
+
+    def get(self, event: Event) -> bytes:
+        found = self._kept.get(id(event))
+        if found is not None and found[0] is event:
+            return found[1]
+        data = f"id: {event.seq}\nevent: {event.kind}\ndata: {event.json()}\n\n".encode()
+        if len(data) <= self.size // 8:
+            kept = self._kept
+            while kept and (len(kept) >= self.count or self._bytes + len(data) > self.size):
+                self._bytes -= len(kept.popitem(last=False)[1][1])  # the oldest first
+            kept[id(event)] = (event, data)
+            self._bytes += len(data)
+        return data
+
+
+_FRAMES = _Frames(256, 1024 * 1024)  # a subscriber up to a buffer behind still shares
+
+
 def frame(event: Event) -> bytes:
     """One SSE frame for `event` (`id: 0` when it is not stored, as Foya writes it)."""
-    return f"id: {event.seq}\nevent: {event.kind}\ndata: {event.json()}\n\n".encode()
+    return _FRAMES.get(event)
 
 
 def cursor_frame(cursor: int) -> bytes:
@@ -150,23 +180,33 @@ class EventStreamResponse:
 
 async def _pump(source: EventSource, send: Send) -> None:
     """Frames and heartbeats until the source ends."""
-    while True:
-        try:
-            async with asyncio.timeout(HEARTBEAT):
+    task = asyncio.current_task()
+    assert task is not None
+    watch = Watch(task, send, HEARTBEAT, SEND_TIMEOUT)
+    try:
+        while True:
+            try:
                 event = await source.next()
-        except TimeoutError:
-            chunk = b": heartbeat\n\n"
-        else:
+            except asyncio.CancelledError:
+                if not watch.ours():
+                    raise
+                await watch.send(b": heartbeat\n\n")
+                continue
             if event is None:
                 break
-            events = [event, *source.ready(BATCH)]
-            chunk = b"".join(frame(e) for e in events)
-            if not events[-1].seq:
+            events = source.ready(BATCH)
+            if events:
+                events.insert(0, event)
+                chunk = b"".join([frame(e) for e in events])
+                event = events[-1]
+            else:
+                chunk = frame(event)
+            if not event.seq:
                 chunk += cursor_frame(source.cursor)
-        async with asyncio.timeout(SEND_TIMEOUT):
-            await send({"type": "http.response.body", "body": chunk, "more_body": True})
-    async with asyncio.timeout(SEND_TIMEOUT):
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
+            await watch.send(chunk)
+        await watch.send(b"", more=False)
+    finally:
+        watch.stop()
 
 
 async def _disconnected(receive: Receive) -> None:
