@@ -7,6 +7,7 @@ SQLite's trace callback, in process, against the fake provider.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 import threading
 import time
@@ -130,57 +131,52 @@ def test_a_tool_step_stores_its_calls_with_the_reply(rig: tuple[InProcess, Count
     assert kinds[-2:] == [k.TURN_COMPLETE, k.SESSION_UPDATED]
 
 
-def _slowed_opening(
-    kernel: Kernel, model: str, fail: BaseException | None = None, seen: list[int] | None = None
-) -> tuple[list[int], Any]:
-    """Hold the turn's opening write until the fake has been asked (bounded), recording how
-    many requests of `model` it had then; with `fail`, the write then raises it."""
-    store = kernel.store
-    original = store.update_session
-    seen = [] if seen is None else seen
+def _asked(fake: Any, model: str) -> list[Any]:
+    """The streaming requests the fake provider has had for `model`."""
+    return [r for r in fake.chats(model) if r.streaming]
 
-    before = len(_asked(model))
+
+@contextlib.contextmanager
+def _opening_held(
+    rig: InProcess, model: str, seen: list[int], fail: BaseException | None = None
+) -> Iterator[None]:
+    """Within the block, the turn's opening write waits until the fake has been asked (bounded)
+    and appends to `seen` how many requests of `model` came meanwhile; with `fail`, the write
+    then raises it instead of writing."""
+    store = rig.kernel.store
+    original = store.update_session
+    before = len(_asked(rig.fake, model))
 
     async def held(*args: Any, **kwargs: Any) -> Any:
         deadline = time.monotonic() + BOUND
-        while len(_asked(model)) == before and time.monotonic() < deadline:
+        while len(_asked(rig.fake, model)) == before and time.monotonic() < deadline:
             await asyncio.sleep(0.01)
-        seen.append(len(_asked(model)) - before)
+        seen.append(len(_asked(rig.fake, model)) - before)
         if fail is not None:
             raise fail
         return await original(*args, **kwargs)
 
-    return seen, held
-
-
-_FAKES: list[Any] = []
-
-
-def _asked(model: str) -> list[Any]:
-    return [r for r in _FAKES[0].chats(model) if r.streaming] if _FAKES else []
+    store.update_session = held  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        del store.update_session
 
 
 def test_the_first_request_leaves_before_the_opening_commit_and_its_reply_waits(
     rig: tuple[InProcess, Counted],
 ) -> None:
     kernel, _ = rig
-    _FAKES[:] = [kernel.fake]
     session = kernel.run(kernel.kernel.sessions.create({"connection_id": kernel.connection}))
     model, sid = session["model"], session["id"]
     kernel.fake.push(model, answer("First."), answer("Second one."))
     seen: list[int] = []
-    held: Any = None
 
     async def turn(message: str) -> list[Event]:
-        nonlocal held
-        _, held = _slowed_opening(kernel.kernel, model, seen=seen)
         everything: list[Event] = []
         with kernel.kernel.broker.subscribe(topic(sid)) as sub:
-            kernel.kernel.store.update_session = held  # type: ignore[method-assign]
-            try:
+            with _opening_held(kernel, model, seen):
                 await kernel.kernel.turns.submit(sid, TurnInput(message=message))
-            finally:
-                del kernel.kernel.store.update_session
             while not (everything and everything[-1].kind == k.TURN_COMPLETE):
                 event = await asyncio.wait_for(sub.get(), BOUND)
                 assert event is not None, "the stream ended"
@@ -188,7 +184,7 @@ def test_the_first_request_leaves_before_the_opening_commit_and_its_reply_waits(
         return everything
 
     for n, message in enumerate(["one", "two"], start=1):
-        before = len(_asked(model))
+        before = len(_asked(kernel.fake, model))
         events = kernel.run(turn(message))
         assert seen[-1] == 1, "the provider was asked before the opening commit"
         kinds = [e.kind for e in events]
@@ -198,8 +194,8 @@ def test_the_first_request_leaves_before_the_opening_commit_and_its_reply_waits(
         assert user.payload["role"] == "user"
         accepted = next(e for e in events if e.kind == k.CONTEXT_REQUEST_ACCEPTED)
         assert accepted.payload["through_seq"] == user.seq  # the message's real seq
-        assert len(_asked(model)) == before + 1
-        sent = _asked(model)[-1].messages
+        assert len(_asked(kernel.fake, model)) == before + 1
+        sent = _asked(kernel.fake, model)[-1].messages
         assert [m["role"] for m in sent[1:]] == ["user", "assistant", "user"][: 2 * n - 1]
         assert sent[-1]["content"] == message
 
@@ -208,22 +204,21 @@ def test_a_turn_whose_opening_commit_fails_gives_up_its_early_request(
     rig: tuple[InProcess, Counted],
 ) -> None:
     kernel, _ = rig
-    _FAKES[:] = [kernel.fake]
     session = kernel.run(kernel.kernel.sessions.create({"connection_id": kernel.connection}))
     model, sid = session["model"], session["id"]
     kernel.fake.push(model, [sleep(BOUND / 2), *answer("Never shown.")])
-    seen, held = _slowed_opening(kernel.kernel, model, InsufficientStorage("disk full"))
-    kernel.kernel.store.update_session = held  # type: ignore[method-assign]
-    try:
-        with pytest.raises(InsufficientStorage):
-            kernel.run(kernel.kernel.turns.submit(sid, TurnInput(message="hi")))
-    finally:
-        del kernel.kernel.store.update_session
+    seen: list[int] = []
+    with (
+        _opening_held(kernel, model, seen, InsufficientStorage("disk full")),
+        pytest.raises(InsufficientStorage),
+    ):
+        kernel.run(kernel.kernel.turns.submit(sid, TurnInput(message="hi")))
+    asked = _asked(kernel.fake, model)
     deadline = time.monotonic() + BOUND
-    while not _asked(model)[-1].disconnected and time.monotonic() < deadline:
+    while not asked[-1].disconnected and time.monotonic() < deadline:
         time.sleep(0.01)
     assert seen == [1], "the provider was asked before the opening commit"
-    assert _asked(model)[-1].disconnected, "the early reply was not closed"
+    assert asked[-1].disconnected, "the early reply was not closed"
     assert not kernel.kernel.turns.running(sid)
     history = kernel.run(kernel.kernel.sessions.history(sid))
     assert history == []
