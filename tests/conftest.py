@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import secrets
 import signal
+import sys
 import threading
 from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
@@ -19,6 +20,7 @@ from types import FrameType
 from typing import Any
 
 import pytest
+from support import dummy_capability
 from support.helpers import (
     TOKEN_31,
     TOKEN_32,
@@ -238,3 +240,13 @@ def unix(fleet: Fleet) -> UnixSetup:
     return UnixSetup(
         fleet.ready("unix"), root, root / "data", root / "run" / "k.sock", root / "env.sock"
     )
+
+
+@pytest.fixture
+def dummy_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """The dummy capability's router module, importable until the test ends (never imported
+    here: whether a start imports it is what the tests ask)."""
+    dummy_capability.write(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield dummy_capability.MODULE
+    sys.modules.pop(dummy_capability.MODULE, None)

@@ -11,78 +11,32 @@ from __future__ import annotations
 import asyncio
 import importlib
 import sys
-from collections.abc import Iterator
-from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from support import dummy_capability
+from support.dummy_capability import DummyKernel, lazy_of, request
 
 from app.http.app import ROUTE_GROUPS, create_api
-from app.http.lazy import LazyFastAPI, RouteGroup
+from app.http.lazy import RouteGroup
 from app.kernel import Kernel
 from app.metrics import Metrics
 from app.settings import Settings
 
-DUMMY = "foya_dummy_capability_routes"
-DUMMY_ROUTES = """
-from fastapi import APIRouter
-
-
-def router(kernel):
-    api = APIRouter(tags=["dummy"])
-
-    @api.get("/dummy/{ref}")
-    async def dummy(ref: str) -> dict[str, str]:
-        return {"ref": ref, "service": kernel.dummy.name}
-
-    return api
-"""
-
-
-class DummyService:
-    name = "dummy"
-
-
-class DummyKernel(Kernel):
-    """A kernel with one more capability, its service built on first use like `LAZY` ones."""
-
-    @cached_property
-    def dummy(self) -> DummyService:
-        return DummyService()
-
-
-@pytest.fixture
-def dummy_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    (tmp_path / f"{DUMMY}.py").write_text(DUMMY_ROUTES)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    yield DUMMY
-    sys.modules.pop(DUMMY, None)
-
-
-def fastapi_of(app: Any) -> LazyFastAPI:
-    while not isinstance(app, LazyFastAPI):
-        app = app.app
-    return app
-
 
 def get(app: Any, method: str, path: str) -> httpx.Response:
-    async def go() -> httpx.Response:
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
-            return await client.request(method, path)
-
-    return asyncio.run(go())
+    return asyncio.run(request(app, method, path))
 
 
 def test_a_capability_is_not_imported_at_start_and_works_on_first_use(
     tmp_path: Path, dummy_module: str
 ) -> None:
     kernel = DummyKernel(Settings(data_dir=tmp_path / "data"), Metrics())
-    groups = (*ROUTE_GROUPS, RouteGroup(dummy_module, ("/dummy",)))
+    groups = (*ROUTE_GROUPS, dummy_capability.group())
     app = create_api(kernel, token_sha256=None, lifespan=None, groups=groups)
-    api = fastapi_of(app)
+    api = lazy_of(app)
     assert dummy_module not in sys.modules
     assert not kernel.built("dummy")
     assert api.built() == []  # no capability router was built with the app
@@ -105,7 +59,7 @@ def test_a_capability_is_not_imported_at_start_and_works_on_first_use(
 def test_first_use_answers_as_if_every_router_was_built(tmp_path: Path) -> None:
     kernel = Kernel(Settings(data_dir=tmp_path / "data"), Metrics())
     app = create_api(kernel, token_sha256=None, lifespan=None)
-    api = fastapi_of(app)
+    api = lazy_of(app)
     # POST only: the route is built first, so the answer is 405, not 404. Every group with a
     # route that could match is built: the session routes too (`/sessions/{session_id}/...`).
     answer = get(app, "GET", "/sessions/s1/terminals")
@@ -127,7 +81,7 @@ def test_first_use_answers_as_if_every_router_was_built(tmp_path: Path) -> None:
         "app.http.routes.terminals",
     ]
     # The first session listing builds the session routes only.
-    fresh = fastapi_of(create_api(kernel, token_sha256=None, lifespan=None))
+    fresh = lazy_of(create_api(kernel, token_sha256=None, lifespan=None))
     fresh.prepare("/sessions")
     assert fresh.built() == ["app.http.routes.sessions"]
 

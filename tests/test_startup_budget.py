@@ -17,73 +17,23 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
-from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
+from support import dummy_capability
+from support.dummy_capability import DummyKernel, lazy_of, request
+from support.helpers import REPO
 
 import app.main
 from app.http.app import ROUTE_GROUPS, create_api
-from app.http.lazy import LazyFastAPI, RouteGroup
-from app.kernel import Kernel
 from app.settings import Settings
-
-DUMMY = "foya_budget_dummy_routes"
-DUMMY_ROUTES = """
-from fastapi import APIRouter
-
-
-def router(kernel):
-    api = APIRouter(tags=["dummy"])
-
-    @api.get("/budget-dummy/{ref}")
-    async def dummy(ref: str) -> dict[str, str]:
-        return {"ref": ref, "service": kernel.budget_dummy.name}
-
-    return api
-"""
-ROOT = Path(__file__).resolve().parents[1]
-
-
-class DummyService:
-    name = "budget-dummy"
-
-
-class DummyKernel(Kernel):
-    """A kernel with one more capability, its service built on first use like the `LAZY` ones."""
-
-    @cached_property
-    def budget_dummy(self) -> DummyService:
-        return DummyService()
-
-
-@pytest.fixture
-def dummy_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    (tmp_path / f"{DUMMY}.py").write_text(DUMMY_ROUTES)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    yield DUMMY
-    sys.modules.pop(DUMMY, None)
-
-
-def lazy_of(asgi: Any) -> LazyFastAPI:
-    while not isinstance(asgi, LazyFastAPI):
-        asgi = asgi.app
-    return asgi
-
-
-async def request(asgi: Any, path: str) -> httpx.Response:
-    transport = httpx.ASGITransport(app=asgi)
-    async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
-        return await client.get(path)
 
 
 def test_a_started_service_builds_a_capability_only_on_its_first_request(
     tmp_path: Path, dummy_module: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    groups = (*ROUTE_GROUPS, RouteGroup(dummy_module, ("/budget-dummy",)))
+    groups = (*ROUTE_GROUPS, dummy_capability.group())
     monkeypatch.setattr(app.main, "Kernel", DummyKernel)
     monkeypatch.setattr(app.main, "create_api", functools.partial(create_api, groups=groups))
     service = app.main.create_app(Settings(data_dir=tmp_path / "data"))
@@ -94,17 +44,17 @@ def test_a_started_service_builds_a_capability_only_on_its_first_request(
     async def scenario() -> None:
         await kernel.start()
         try:
-            assert (await request(service.app, "/healthz")).status_code == 200
-            assert (await request(service.app, "/readyz")).status_code == 200
+            assert (await request(service.app, "GET", "/healthz")).status_code == 200
+            assert (await request(service.app, "GET", "/readyz")).status_code == 200
             assert dummy_module not in sys.modules
-            assert not kernel.built("budget_dummy")
+            assert not kernel.built("dummy")
             assert api.built() == []  # the probes' router alone: not even the sessions'
 
-            answer = await request(service.app, "/budget-dummy/x")
+            answer = await request(service.app, "GET", "/dummy/x")
             assert answer.status_code == 200
-            assert answer.json() == {"ref": "x", "service": "budget-dummy"}
+            assert answer.json() == {"ref": "x", "service": "dummy"}
             assert dummy_module in sys.modules
-            assert kernel.built("budget_dummy")
+            assert kernel.built("dummy")
             assert api.built() == [dummy_module]
         finally:
             await kernel.close()
@@ -132,7 +82,7 @@ def openapi_document(mode: str, data_dir: Path) -> Any:
     env = {k: v for k, v in os.environ.items() if not k.startswith("FOYA_")}
     out = subprocess.run(
         [sys.executable, "-c", OPENAPI, mode, str(data_dir)],
-        cwd=ROOT,
+        cwd=REPO,
         env=env,
         capture_output=True,
         text=True,
