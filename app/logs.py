@@ -10,15 +10,11 @@ logging headers or keys at all.
 
 from __future__ import annotations
 
-import datetime as dt
 import functools
-import json
 import logging
 import sys
 import time
 from collections.abc import MutableMapping
-from dataclasses import dataclass
-from json.encoder import encode_basestring_ascii
 from typing import Any, Literal
 
 # structlog's console renderer imports `rich` when it is installed (Typer brings it) for its
@@ -60,25 +56,18 @@ def configure_logging(
     )
     stamp = structlog.processors.TimeStamper(fmt="iso", utc=True)
     numeric = logging.getLevelNamesMapping().get(level.upper(), logging.INFO)
-    processors = [
-        structlog.contextvars.merge_contextvars,
-        structlog.processors.add_log_level,
-        stamp,
-        structlog.processors.format_exc_info,
-        redact,
-        renderer,
-    ]
     structlog.configure(
-        processors=processors,
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            stamp,
+            structlog.processors.format_exc_info,
+            redact,
+            renderer,
+        ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
         logger_factory=structlog.WriteLoggerFactory(sys.stdout),
         cache_logger_on_first_use=True,
-    )
-    global _json_lines
-    _json_lines = (
-        _JsonLines(processors, structlog.WriteLogger(sys.stdout), tuple(processors))
-        if as_json and numeric <= logging.INFO
-        else None
     )
     formatter = structlog.stdlib.ProcessorFormatter(
         foreign_pre_chain=[structlog.stdlib.add_log_level, stamp, structlog.stdlib.ExtraAdder()],
@@ -101,86 +90,6 @@ def configure_logging(
 def get_logger(name: str = "foya") -> Any:
     """A structlog logger that tags its lines with `logger=name`."""
     return structlog.get_logger().bind(logger=name)
-
-
-@dataclass(frozen=True)
-class _JsonLines:
-    """JSON logging as `configure_logging` set it up: its processors (to tell whether they are
-    still the configured ones) and a writer sharing structlog's lock on stdout."""
-
-    processors: list[Any]
-    writer: structlog.WriteLogger
-    configured: tuple[Any, ...] = ()
-
-    def current(self) -> bool:
-        # Tests swap the processors, in place too (structlog.testing.capture_logs); a bound
-        # context var would add keys: either way the line goes through structlog.
-        processors = structlog.get_config()["processors"]
-        return (
-            processors is self.processors
-            and tuple(processors) == self.configured
-            and not structlog.contextvars.get_contextvars()
-        )
-
-
-_json_lines: _JsonLines | None = None
-
-
-_second: tuple[int, str] = (-1, "")
-
-
-def _utc_stamp() -> str:
-    """What TimeStamper(fmt="iso", utc=True) writes (`datetime.now(UTC).isoformat()`, "Z" for
-    "+00:00"; no fraction at a whole second), with the date and time formatted once a second."""
-    global _second
-    micros = time.time_ns() // 1000  # the clock and the flooring datetime.now uses
-    seconds, fraction = divmod(micros, 1_000_000)
-    if _second[0] != seconds:
-        text = dt.datetime.fromtimestamp(seconds, dt.UTC).isoformat().replace("+00:00", "")
-        _second = (seconds, text)
-    return f"{_second[1]}.{fraction:06d}Z" if fraction else f"{_second[1]}Z"
-
-
-class RequestLog:
-    """The one `info` line per HTTP request (`event="request"`), on every request's path.
-
-    With JSON logs configured (the server's format) the line is written here: the same bytes,
-    key order and lock as structlog's processors and `JSONRenderer`, for ~4 µs instead of ~25
-    (the fields are known, the head of the line is encoded once per method, route and status,
-    none of the keys is a credential for `redact`, and json.dumps writes a float as its repr).
-    Any other setup logs through structlog.
-    """
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self._log = get_logger(name)
-        # Bounded: the method is the client's word.
-        self._head = functools.lru_cache(maxsize=1024)(self._encode_head)
-
-    def _encode_head(self, method: str, route: str, status: int) -> str:
-        head = json.dumps({"logger": self.name, "method": method, "route": route, "status": status})
-        return head[:-1] + ', "duration_ms": '
-
-    def __call__(
-        self, method: str, route: str, status: int, duration_ms: float, request_id: str
-    ) -> None:
-        lines = _json_lines
-        if lines is None or not lines.current():
-            self._log.info(
-                "request",
-                method=method,
-                route=route,
-                status=status,
-                duration_ms=duration_ms,
-                request_id=request_id,
-            )
-            return
-        stamp = _utc_stamp()
-        lines.writer.msg(
-            f"{self._head(method, route, status)}{duration_ms!r}, "
-            f'"request_id": {encode_basestring_ascii(request_id)}, "event": "request", '
-            f'"level": "info", "timestamp": "{stamp}"}}'
-        )
 
 
 class Throttle:

@@ -20,7 +20,7 @@ from typing import Any
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.http.errors import INTERNAL_ERROR, log_unexpected
-from app.logs import RequestLog
+from app.logs import get_logger
 from app.metrics import Metrics
 
 _SECURITY_HEADERS = (
@@ -60,7 +60,7 @@ class Observe:
     def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
         self.app = app
         self.metrics = metrics
-        self.log = RequestLog("foya.http")
+        self.log = get_logger("foya.http")
         # `labels()` costs a lock and a tuple hash per call; routes are few, so keep the children
         # (bounded: the method is the client's word).
         self._count = functools.lru_cache(maxsize=1024)(
@@ -114,7 +114,14 @@ class Observe:
             method = scope["method"]
             self._count(method, route, status).inc()
             self._timer(method, route).observe(elapsed)
-            self.log(method, route, status, round(elapsed * 1000, 3), request_id)
+            self.log.info(
+                "request",
+                method=method,
+                route=route,
+                status=status,
+                duration_ms=round(elapsed * 1000, 3),
+                request_id=request_id,
+            )
 
 
 def _json_start(status: int, length: int) -> Message:
