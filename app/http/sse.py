@@ -194,14 +194,9 @@ async def _pump(source: EventSource, send: Send) -> None:
                 continue
             if event is None:
                 break
-            events = source.ready(BATCH)
-            if events:
-                events.insert(0, event)
-                chunk = b"".join([frame(e) for e in events])
-                event = events[-1]
-            else:
-                chunk = frame(event)
-            if not event.seq:
+            events = [event, *source.ready(BATCH)]
+            chunk = b"".join([frame(e) for e in events])
+            if not events[-1].seq:
                 chunk += cursor_frame(source.cursor)
             await watch.send(chunk)
         await watch.send(b"", more=False)
