@@ -101,9 +101,7 @@ class Requests:
     async def build(self, run: Run, row: SessionRow, cwd: Path) -> Request:
         """The step's model request (compacting first if it would not fit); its route, the last
         message seq it includes and the checkpoint it starts from."""
-        connection = self.providers.connections.get(str(row["connection_id"]))
-        route = compaction.route_key(row, connection)
-        window = compaction.context_window(connection, row["model"])
+        route, window = self._route(row)
         for attempt in range(2):
             # Only the messages after the checkpoint are read: the summary stands for the rest.
             read = await self.store.request_inputs(run.session, route)
@@ -120,8 +118,7 @@ class Requests:
 
     def inputs(self, session: str, row: SessionRow) -> Coroutine[Any, Any, Inputs]:
         """The read a request is built from (checkpoint, messages, accepted boundary)."""
-        connection = self.providers.connections.get(str(row["connection_id"]))
-        return self.store.request_inputs(session, compaction.route_key(row, connection))
+        return self.store.request_inputs(session, self._route(row)[0])
 
     async def opening(
         self, run: Run, row: SessionRow, cwd: Path, read: Inputs, user: Message
@@ -133,9 +130,7 @@ class Requests:
         checkpoint, history, accepted = read
         pending: Message = {**user, "event_seq": PENDING}
         draft = await self._draft(run, row, cwd, (checkpoint, [*history, pending], accepted))
-        connection = self.providers.connections.get(str(row["connection_id"]))
-        window = compaction.context_window(connection, row["model"])
-        if compaction.over_budget(draft.estimate, window, run.last_output):
+        if compaction.over_budget(draft.estimate, self._route(row)[1], run.last_output):
             return None
         return await self._request(run, row, draft)
 
@@ -166,8 +161,15 @@ class Requests:
         after = int(checkpoint["through_seq"]) if checkpoint else 0
         last = int(history[-1]["event_seq"]) if history else after
         checkpoint_id = checkpoint["id"] if checkpoint else None
-        route = compaction.route_key(row, self.providers.connections.get(str(row["connection_id"])))
-        return Request(request, route, last, checkpoint_id, draft.tokens)
+        return Request(request, self._route(row)[0], last, checkpoint_id, draft.tokens)
+
+    def _route(self, row: SessionRow) -> tuple[str, int | None]:
+        """The session's route key (which checkpoints and boundaries it reads) and the size of
+        its model's context window."""
+        connection = self.providers.connections.get(str(row["connection_id"]))
+        return compaction.route_key(row, connection), compaction.context_window(
+            connection, row["model"]
+        )
 
     async def _user_context(
         self, row: SessionRow, cwd: Path, history: list[Message], opening: bool = False
