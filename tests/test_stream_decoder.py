@@ -8,6 +8,7 @@ import json
 import pytest
 
 from app.providers.base import ProviderError, StreamItem, TextDelta, Usage
+from app.providers.chatstream import MAX_LINE, LineTooLong
 from app.providers.openai import StreamDecoder
 
 
@@ -65,3 +66,14 @@ def test_an_error_chunk_is_a_provider_error() -> None:
     with pytest.raises(ProviderError) as caught:
         decode([b'data: {"error": {"message": "overloaded"}}\n\n'])
     assert caught.value.kind == "bad_response"
+
+
+def test_a_line_that_never_ends_is_refused_once_past_the_limit() -> None:
+    """The items before it still arrive; the unfinished line is not kept growing."""
+    decoder = StreamDecoder()
+    head = b'data: {"choices": [{"delta": {"content": "hi"}}]}\n'
+    assert [i for i in decoder.feed(head + b"data: " + b"x" * 1000) if isinstance(i, TextDelta)]
+    piece = b"x" * (1024 * 1024)
+    with pytest.raises(LineTooLong):
+        for _ in range(MAX_LINE // len(piece) + 1):
+            list(decoder.feed(piece))

@@ -42,6 +42,16 @@ class MidStreamError(ProviderError):
         self.detail = detail
 
 
+#: The longest line a stream may hold unfinished. A chunk is one token's delta (or one tool
+#: call's arguments so far): far below this; a provider that never ends its line is refused
+#: instead of growing the buffer without bound.
+MAX_LINE = 8 * 1024 * 1024
+
+
+class LineTooLong(ValueError):
+    """A line of the stream passed `MAX_LINE` bytes without ending."""
+
+
 class StreamDecoder:
     """A Chat Completions event stream's bytes, fed as they arrive, as stream items.
 
@@ -63,7 +73,9 @@ class StreamDecoder:
         if b"\r" in buffer:  # CRLF or CR line ends (a CR last here may add one blank line)
             buffer = buffer.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
         *lines, self.rest = buffer.split(b"\n")
-        return self._decode(lines)
+        yield from self._decode(lines)
+        if len(self.rest) > MAX_LINE:
+            raise LineTooLong(f"a stream line passed {MAX_LINE} bytes without ending")
 
     def flush(self) -> Iterator[StreamItem]:
         """The items of a last line that ended with the body instead of a line end."""
