@@ -1,5 +1,6 @@
-"""`foya rules`, `foya memory` and `foya skills`, each run as a real subprocess against a real
-`foya serve` on a Unix socket whose HOME is a temp dir (so `~/.foya` is this module's).
+"""`foya rules`, `foya memory` and `foya skills` against a real `foya serve` on a Unix socket
+whose HOME is a temp dir (so `~/.foya` is this module's). The commands run in the test's
+process (`support.cli_inprocess`); one test runs them as the console script's own process.
 
 The commands are judged by what they print and exit with, and against the kernel's own REST
 answers and files: `edit-path` must print the very file the kernel reads and writes.
@@ -16,6 +17,7 @@ from typing import Any
 
 import httpx
 import pytest
+from support.cli_inprocess import run_cli
 from support.helpers import FOYA, REPO, Launcher, base_env, free_port, short_tmpdir
 from support.streams_helpers import Served, unix_kernel
 
@@ -66,16 +68,23 @@ def write_skill(directory: Path, name: str, about: str) -> Path:
 
 
 def foya(
-    world: World | None, *args: str, stdin: str = "", env: dict[str, str] | None = None
+    world: World | None,
+    *args: str,
+    stdin: str = "",
+    env: dict[str, str] | None = None,
+    process: bool = False,
 ) -> subprocess.CompletedProcess[str]:
     """`foya <group> <command> <args> --socket <the module's kernel>`, with this module's HOME
-    (no `--socket` without `world`)."""
+    (no `--socket` without `world`); in a process of its own with `process`."""
     extra = ("--socket", str(world.sock)) if world is not None else ()
     home = {"HOME": str(world.home)} if world is not None else {}
+    env = env if env is not None else base_env(**home)
+    if not process:
+        return run_cli(*args, *extra, env=env, stdin=stdin)
     return subprocess.run(
         [*FOYA, *args, *extra],
         cwd=REPO,
-        env=env if env is not None else base_env(**home),
+        env=env,
         input=stdin,
         capture_output=True,
         text=True,
@@ -128,10 +137,10 @@ def test_rules_add_list_show_edit_delete(world: World) -> None:
     added = ok(foya(world, "rules", "add", "Prefer", "small", "functions."))
     assert added.startswith("added rule ") and added.endswith(" (global)\n")
     rule_id = added.split()[2]
-    # TEXT from stdin, kept as it is written (lines and all), into the project's scope
-    piped = json.loads(
-        ok(foya(world, "rules", "add", "--project", world.project_id, "--json", stdin="One\nTwo\n"))
-    )
+    # TEXT from stdin, kept as it is written (lines and all), into the project's scope; this
+    # once through the console script's own process
+    args = ("rules", "add", "--project", world.project_id, "--json")
+    piped = json.loads(ok(foya(world, *args, stdin="One\nTwo\n", process=True)))
     assert (piped["scope"], piped["project_id"], piped["content"]) == (
         "project",
         world.project_id,
