@@ -1,7 +1,12 @@
 """The `foya` command's helpers and usage rules: help (`-h` everywhere, plain, naming each
 flag's environment variable), `--version`, lazy start-up imports, positional arguments,
 `foya token`, `foya tls self-signed` (whose output must work for serving) and the deprecated
-names of their flags."""
+names of their flags.
+
+The commands run in the test's process (`support.cli_inprocess`); the kernels that serve their
+token and certificate are real `foya serve` processes. What only a process shows keeps one:
+`python -m app --help`, the `foya` console script's `serve --help`, and the imports each quick
+command loads at start-up (`-X importtime`)."""
 
 from __future__ import annotations
 
@@ -16,13 +21,14 @@ from pathlib import Path
 import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes
+from support.cli_inprocess import run_cli
 from support.helpers import REPO, Launcher, TlsFiles, base_env, run_foya
 
 from app import __version__
 
 
 def test_python_m_app_help() -> None:
-    result = run_foya("--help")
+    result = run_foya("--help")  # `python -m app`, in a process of its own
     assert result.returncode == 0, result.stderr
     for command in ("serve", "token", "tls"):
         assert command in result.stdout
@@ -59,7 +65,7 @@ def test_console_script_serve_help_lists_every_flag() -> None:
     ids=["serve_positional", "bare_positional", "no_digest_flag"],
 )
 def test_usage_errors(args: tuple[str, ...], tmp_path: Path) -> None:
-    result = run_foya(*args, env=base_env(FOYA_DATA_DIR=str(tmp_path / "data")))
+    result = run_cli(*args, env=base_env(FOYA_DATA_DIR=str(tmp_path / "data")))
     assert result.returncode != 0
     assert result.stderr.strip()
     assert not (tmp_path / "data").exists()  # refused before doing anything
@@ -77,16 +83,16 @@ def read_token(result: subprocess.CompletedProcess[str]) -> str:
 
 def test_token_refuses_to_overwrite_without_force(tmp_path: Path) -> None:
     hash_file = tmp_path / "token.sha256"
-    first = read_token(run_foya("token", "--auth-token-hash-file", str(hash_file)))
+    first = read_token(run_cli("token", "--auth-token-hash-file", str(hash_file)))
     before = hash_file.read_bytes()
 
-    refused = run_foya("token", "--auth-token-hash-file", str(hash_file))
+    refused = run_cli("token", "--auth-token-hash-file", str(hash_file))
     assert refused.returncode != 0
     assert refused.stdout == ""  # no token printed that would not work
     assert "--force" in refused.stderr
     assert hash_file.read_bytes() == before
 
-    second = read_token(run_foya("token", "--auth-token-hash-file", str(hash_file), "--force"))
+    second = read_token(run_cli("token", "--auth-token-hash-file", str(hash_file), "--force"))
     assert second != first
     assert hash_file.read_text().strip() == hashlib.sha256(second.encode()).hexdigest()
     assert stat.S_IMODE(hash_file.stat().st_mode) == 0o600
@@ -96,7 +102,7 @@ def test_token_prints_once_and_stores_a_0600_digest_that_serves(
     spawn: Launcher, tmp_path: Path
 ) -> None:
     hash_file = tmp_path / "secrets" / "token.sha256"
-    token = read_token(run_foya("token", "--auth-token-hash-file", str(hash_file)))
+    token = read_token(run_cli("token", "--auth-token-hash-file", str(hash_file)))
     assert len(token) >= 43
     assert re.fullmatch(r"[A-Za-z0-9_-]+", token)
     assert stat.S_IMODE(hash_file.stat().st_mode) == 0o600
@@ -134,7 +140,7 @@ def cert_fingerprint(cert_path: Path) -> str:
 
 def test_tls_self_signed_pair_serves(spawn: Launcher, tmp_path: Path, token: str) -> None:
     cert, key = tmp_path / "tls" / "cert.pem", tmp_path / "tls" / "key.pem"
-    result = run_foya(
+    result = run_cli(
         "tls", "self-signed", "--host", "127.0.0.1", "--host", "localhost",
         "--tls-cert", str(cert), "--tls-key", str(key),
     )  # fmt: skip
@@ -160,14 +166,14 @@ def test_tls_self_signed_pair_serves(spawn: Launcher, tmp_path: Path, token: str
 def test_tls_self_signed_defaults_to_data_dir_and_refuses_overwrite(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     args = ("tls", "self-signed", "--host", "localhost", "--data-dir", str(data_dir))
-    result = run_foya(*args)
+    result = run_cli(*args)
     assert result.returncode == 0, result.stderr
     cert, key = data_dir / "tls" / "cert.pem", data_dir / "tls" / "key.pem"
     assert stat.S_IMODE(key.stat().st_mode) == 0o600
     assert printed_fingerprint(result.stdout) == cert_fingerprint(cert)
     before = cert.read_bytes(), key.read_bytes()
 
-    refused = run_foya(*args)
+    refused = run_cli(*args)
     assert refused.returncode != 0
     assert "--force" in refused.stderr
     assert (cert.read_bytes(), key.read_bytes()) == before
@@ -234,10 +240,10 @@ def options_of(help_text: str) -> dict[str, str]:
 def test_help_is_plain_text_that_names_each_environment_variable(
     command: tuple[str, ...],
 ) -> None:
-    short = run_foya(*command, "-h", env=base_env(COLUMNS="80"))
+    short = run_cli(*command, "-h", env=base_env(COLUMNS="80"))
     assert short.returncode == 0, short.stderr
     text = short.stdout
-    assert text == run_foya(*command, "--help", env=base_env(COLUMNS="80")).stdout
+    assert text == run_cli(*command, "--help", env=base_env(COLUMNS="80")).stdout
     assert not TYPE_NOISE.search(text), text
     assert "…" not in text and "│" not in text, text  # nothing cut off, no boxes
     assert not re.search(r"\w-\n", text), text  # no word broken at a hyphen
@@ -250,21 +256,21 @@ def test_help_is_plain_text_that_names_each_environment_variable(
 
 
 def test_serve_help_names_every_variable_and_hides_deprecated_names() -> None:
-    serve = options_of(run_foya("serve", "-h").stdout)
+    serve = options_of(run_cli("serve", "-h").stdout)
     assert set(ENV_VARS) - {"--token-file", "--passphrase"} <= set(serve)
-    token = run_foya("token", "-h").stdout
+    token = run_cli("token", "-h").stdout
     assert "--auth-token-hash-file FILE" in token and "--hash-file" not in token.replace(
         "--auth-token-hash-file", ""
     )
-    tls = run_foya("tls", "self-signed", "-h").stdout
+    tls = run_cli("tls", "self-signed", "-h").stdout
     assert "--tls-cert FILE" in tls and "--cert " not in tls and "--key " not in tls
-    tunnel = options_of(run_foya("tunnel", "-h").stdout)
+    tunnel = options_of(run_cli("tunnel", "-h").stdout)
     assert "on the remote host" in tunnel["--remote-token-hash-file"]
 
 
 @pytest.mark.parametrize("args", [("--version",), ("version",)])
 def test_version(args: tuple[str, ...]) -> None:
-    done = run_foya(*args)
+    done = run_cli(*args)
     assert done.returncode == 0, done.stderr
     assert done.stdout == f"foya {__version__}\n"
 
@@ -303,26 +309,26 @@ def test_quick_commands_import_nothing_heavy(args: tuple[str, ...]) -> None:
 
 def test_token_takes_the_digest_file_from_its_variable_and_its_old_flag(tmp_path: Path) -> None:
     by_env = tmp_path / "env.sha256"
-    token = read_token(run_foya("token", env=base_env(FOYA_AUTH_TOKEN_HASH_FILE=str(by_env))))
+    token = read_token(run_cli("token", env=base_env(FOYA_AUTH_TOKEN_HASH_FILE=str(by_env))))
     assert by_env.read_text().strip() == hashlib.sha256(token.encode()).hexdigest()
 
     old = tmp_path / "old.sha256"
-    done = run_foya("token", "--hash-file", str(old))
+    done = run_cli("token", "--hash-file", str(old))
     token = read_token(done)
     assert old.read_text().strip() == hashlib.sha256(token.encode()).hexdigest()
     assert "--hash-file is deprecated; use --auth-token-hash-file" in done.stderr
 
-    both = run_foya("token", "--hash-file", str(tmp_path / "a"), "--auth-token-hash-file", "b")
+    both = run_cli("token", "--hash-file", str(tmp_path / "a"), "--auth-token-hash-file", "b")
     assert both.returncode == 2 and both.stdout == ""
     assert "give --auth-token-hash-file only" in both.stderr
-    neither = run_foya("token")
+    neither = run_cli("token")
     assert neither.returncode == 2 and neither.stdout == ""
     assert "--auth-token-hash-file FILE" in neither.stderr
     assert not (tmp_path / "a").exists() and not (REPO / "b").exists()
 
 
 def test_tls_self_signed_takes_its_old_flags_and_the_serve_variables(tmp_path: Path) -> None:
-    old = run_foya(
+    old = run_cli(
         "tls", "self-signed", "--host", "localhost",
         "--cert", str(tmp_path / "old.pem"), "--key", str(tmp_path / "old.key"),
     )  # fmt: skip
@@ -334,7 +340,7 @@ def test_tls_self_signed_takes_its_old_flags_and_the_serve_variables(tmp_path: P
     env = base_env(
         FOYA_TLS_CERT_FILE=str(tmp_path / "env.pem"), FOYA_TLS_KEY_FILE=str(tmp_path / "env.key")
     )
-    by_env = run_foya("tls", "self-signed", "--host", "localhost", env=env)
+    by_env = run_cli("tls", "self-signed", "--host", "localhost", env=env)
     assert by_env.returncode == 0, by_env.stderr
     assert printed_fingerprint(by_env.stdout) == cert_fingerprint(tmp_path / "env.pem")
     assert stat.S_IMODE((tmp_path / "env.key").stat().st_mode) == 0o600

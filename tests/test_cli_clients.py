@@ -1,5 +1,6 @@
-"""The thin REST clients: `foya status`, `sessions`, `history`, `rewind` and `usage`, each run as
-a real subprocess against a real `foya serve`.
+"""The thin REST clients: `foya status`, `sessions`, `history`, `rewind` and `usage`, against a
+real `foya serve`. The commands run in the test's process (`support.cli_inprocess`); the rewind
+that asks on a terminal runs as a process of its own, its stdin a pseudo-terminal.
 
 The module's kernel serves a Unix socket with a connection to the fake provider, which plays
 the agent's turns (a `write` tool call, then an answer). The session fleet's TCP kernels serve
@@ -18,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.cli_inprocess import run_cli
 from support.fake_provider import Agent, Session, agent_kernel
 from support.files_helpers import turn, write
 from support.helpers import (
@@ -28,7 +30,6 @@ from support.helpers import (
     TlsFiles,
     base_env,
     free_port,
-    run_foya,
     threaded_server,
     wait_until,
 )
@@ -49,8 +50,8 @@ def sock(agent: Agent) -> str:
 
 
 def foya(agent: Agent, *args: str) -> subprocess.CompletedProcess[str]:
-    """`foya <command> --socket <the module's kernel> <args>`."""
-    return run_foya(args[0], "--socket", sock(agent), *args[1:])
+    """`foya <command> --socket <the module's kernel> <args>`, in process."""
+    return run_cli(args[0], "--socket", sock(agent), *args[1:])
 
 
 def explain(done: subprocess.CompletedProcess[str]) -> str:
@@ -101,31 +102,31 @@ def test_status_on_the_unix_socket(agent: Agent) -> None:
     assert json.loads(raw.stdout)["status"] == "ready"
 
     # the default socket: FOYA_SOCKET_PATH here, as `foya serve` would take it
-    by_env = run_foya("status", env=base_env(FOYA_SOCKET_PATH=sock(agent)))
+    by_env = run_cli("status", env=base_env(FOYA_SOCKET_PATH=sock(agent)))
     assert by_env.returncode == 0, explain(by_env)
 
 
 def test_status_of_a_kernel_that_is_not_ready_exits_1(fleet: Fleet, token: str) -> None:
     disk = fleet.ready("disk")
-    done = run_foya("status", "--url", str(disk.url), env=base_env(FOYA_TOKEN=token))
+    done = run_cli("status", "--url", str(disk.url), env=base_env(FOYA_TOKEN=token))
     assert done.returncode == 1, explain(done)
     assert done.stdout.splitlines()[0] == f"not ready: {disk.url}"
     assert "  FAIL  disk: " in done.stdout
-    raw = run_foya("status", "--url", str(disk.url), "--json", env=base_env(FOYA_TOKEN=token))
+    raw = run_cli("status", "--url", str(disk.url), "--json", env=base_env(FOYA_TOKEN=token))
     assert raw.returncode == 1
     assert json.loads(raw.stdout)["code"] == "not_ready"
 
 
 def test_status_of_no_kernel_exits_2(tmp_path: Path) -> None:
     gone = tmp_path / "nobody.sock"
-    done = run_foya("status", "--socket", str(gone))
+    done = run_cli("status", "--socket", str(gone))
     assert done.returncode == 2, explain(done)
     assert done.stdout == ""
     assert done.stderr == (
         f"foya: cannot reach the kernel at {gone} (No such file or directory); "
         "is `foya serve` running?\n"
     )
-    closed = run_foya("status", "--url", f"http://127.0.0.1:{free_port()}")
+    closed = run_cli("status", "--url", f"http://127.0.0.1:{free_port()}")
     assert closed.returncode == 2, explain(closed)
     assert "Connection refused" in closed.stderr
 
@@ -138,20 +139,20 @@ def test_status_over_tls_with_a_token_and_cacert(
     token_file = tmp_path / "token"
     token_file.write_text(token + "\n")
     flags = ("--url", url, "--token-file", str(token_file))
-    done = run_foya("status", *flags, "--cacert", str(tls_files.cert))
+    done = run_cli("status", *flags, "--cacert", str(tls_files.cert))
     assert done.returncode == 0, explain(done)
     assert done.stdout.startswith(f"ready: {url}\n")
 
-    untrusted = run_foya("status", *flags)
+    untrusted = run_cli("status", *flags)
     assert untrusted.returncode == 2, explain(untrusted)
     assert untrusted.stderr.rstrip().endswith("pass --cacert CERT (the server's certificate)")
 
-    anonymous = run_foya("status", "--url", url, "--cacert", str(tls_files.cert))
+    anonymous = run_cli("status", "--url", url, "--cacert", str(tls_files.cert))
     assert anonymous.returncode == 1, explain(anonymous)
     assert "the kernel answered 401 unauthorized: valid bearer token required" in (anonymous.stderr)
     assert "pass --token-file FILE (or set FOYA_TOKEN)" in anonymous.stderr
 
-    listed = run_foya("sessions", *flags, "--cacert", str(tls_files.cert), "--json")
+    listed = run_cli("sessions", *flags, "--cacert", str(tls_files.cert), "--json")
     assert listed.returncode == 0, explain(listed)
     assert isinstance(json.loads(listed.stdout), list)
     for run in (done, untrusted, anonymous, listed):
@@ -173,7 +174,7 @@ class _NotAKernel(http.server.BaseHTTPRequestHandler):
 
 def test_status_of_something_that_is_not_a_kernel_exits_1() -> None:
     with threaded_server(_NotAKernel) as server:
-        done = run_foya("status", "--url", f"http://127.0.0.1:{server.server_port}")
+        done = run_cli("status", "--url", f"http://127.0.0.1:{server.server_port}")
     assert done.returncode == 1, explain(done)
     assert "the kernel answered 200 http_error: not JSON: '<html>hello</html>'" in done.stderr
 
@@ -188,7 +189,7 @@ def test_status_of_something_that_is_not_a_kernel_exits_1() -> None:
     ],
 )
 def test_client_usage_errors(args: tuple[str, ...], message: str) -> None:
-    done = run_foya("sessions", *args)
+    done = run_cli("sessions", *args)
     assert done.returncode == 2, explain(done)
     assert message in done.stderr
 
@@ -275,6 +276,7 @@ def test_rewind_json_prints_the_preview_and_the_result(agent: Agent) -> None:
 
 
 def test_rewind_asks_on_a_terminal(agent: Agent, tmp_path: Path) -> None:
+    """A process of its own: only a real stdin is a terminal (CliRunner's never is)."""
     s = wrote_a_file(agent, "asked")
     seq = s.history()[0]["event_seq"]
     master, slave = pty.openpty()

@@ -2,7 +2,10 @@
 processes on Unix sockets: what only the wire and the CLI show (statuses, codes, the upload
 limit, the progress of a real upload, a kill in the middle of an import). The kernel rules
 themselves are tested in process (test_imports.py) and the parsers on their own
-(test_import_chatbuddy.py, test_import_transcripts.py)."""
+(test_import_chatbuddy.py, test_import_transcripts.py).
+
+The commands run in the test's process (`support.cli_inprocess`) against the real kernels; the
+first import of a backup runs as a process of its own, progress bars and all."""
 
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ from typing import Any
 import httpx
 import pytest
 from support.chatbuddy_fixtures import encrypted, sample_payload, v2_zip, zip_members
+from support.cli_inprocess import run_cli
 from support.documents import blocks
 from support.helpers import Launcher, base_env, run_foya, short_tmpdir
 from support.streams_helpers import Served, assert_error, unix_kernel
@@ -51,10 +55,16 @@ def kernel(request: pytest.FixtureRequest, launcher: Launcher, root: Path) -> Se
     return unix_kernel(launcher, root, name, env=base_env(HOME=str(home)))
 
 
-def foya(served: Served, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+def argv(served: Served, *args: str) -> tuple[str, ...]:
+    """`<command> --socket <the served kernel> <args>`."""
     sock = served.kernel.uds
     assert sock is not None
-    return run_foya(args[0], "--socket", str(sock), *args[1:], env=base_env(**env), timeout=120)
+    return (args[0], "--socket", str(sock), *args[1:])
+
+
+def foya(served: Served, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """`foya <command> --socket <the served kernel> <args>` with `env` added, in process."""
+    return run_cli(*argv(served, *args), env=base_env(**env))
 
 
 def explain(done: subprocess.CompletedProcess[str]) -> str:
@@ -87,7 +97,8 @@ def upload(client: httpx.Client, data: bytes, **fields: str) -> httpx.Response:
 def test_cli_imports_a_chatbuddy_backup_once(kernel: Served, tmp_path: Path) -> None:
     backup = tmp_path / "chatbuddy-backup-20260620-091542.zip"
     backup.write_bytes(v2_zip(sample_payload()))
-    done = foya(kernel, "import", "chatbuddy", str(backup))
+    # in a process of its own, as a user runs it: `python -m app import ...`
+    done = run_foya(*argv(kernel, "import", "chatbuddy", str(backup)), timeout=120)
     assert done.returncode == 0, explain(done)
     assert done.stdout == readme_block("import-summary")  # the README shows this very summary
     assert "reading chatbuddy" in done.stderr and "uploading" in done.stderr  # the progress bars

@@ -5,6 +5,9 @@ content, a changed file asks again, the user's own `~/.foya` hooks still run, an
 
 The projects here are "cloned": their hook files are written on disk, as `git clone` leaves them,
 not through `PUT /hooks`. Whether a hook ran is a marker file the hook command writes.
+
+`foya projects` runs in the test's process (`support.cli_inprocess`), but for one `show-trust`
+in a process of its own.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from typing import Any
 
 import httpx
 import pytest
+from support.cli_inprocess import run_cli
 from support.fake_provider import (
     BOUND,
     READ_TIMEOUT,
@@ -336,19 +340,21 @@ def test_cli_shows_trusts_and_untrusts(world: World) -> None:
     uds = world.agent.served.kernel.uds
     assert uds is not None
 
-    def foya(*args: str) -> Any:
-        done = run_foya("projects", *args, "--socket", str(uds))
+    def foya(*args: str, process: bool = False) -> Any:
+        argv = ("projects", *args, "--socket", str(uds))
+        done = run_foya(*argv) if process else run_cli(*argv)
         assert done.returncode == 0, done.stderr
         return done.stdout
 
-    shown = foya("show-trust", pid)
+    # this one through `python -m app`, in a process of its own; the others in process
+    shown = foya("show-trust", pid, process=True)
     assert "state    untrusted" in shown and f"echo ran >> {marker}" in shown
     digest = world.state(pid)["digest"]
     assert json.loads(foya("trust", pid, "--digest", digest, "--json"))["state"] == "trusted"
     assert json.loads(foya("untrust", pid, "--json"))["state"] == "untrusted"
-    stale = run_foya("projects", "trust", pid, "--digest", "sha256:0", "--socket", str(uds))
+    stale = run_cli("projects", "trust", pid, "--digest", "sha256:0", "--socket", str(uds))
     assert stale.returncode == 1 and "trust_digest_changed" in stale.stderr
-    bad = run_foya("projects", "trust", "../sessions", "--socket", str(uds))
+    bad = run_cli("projects", "trust", "../sessions", "--socket", str(uds))
     assert bad.returncode != 0 and "not a project id" in bad.stderr
 
 

@@ -14,18 +14,38 @@ start-up time, secrets absent from the process list) stays with `support.helpers
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import subprocess
 import traceback
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+from typer._click import formatting
 from typer.testing import CliRunner
 
 from app.cli import cli
 from support.helpers import REPO, base_env
 
-_RUNNER = CliRunner()
+
+class _ProcessWidth(CliRunner):
+    """Help laid out as a process lays it out: click's runner forces 80 columns whatever
+    COLUMNS says, where a process takes COLUMNS (at most 80) less a margin of 2, and wraps
+    (and breaks at hyphens) accordingly."""
+
+    @contextlib.contextmanager
+    def isolation(
+        self,
+        input: str | bytes | None = None,
+        env: Mapping[str, str | None] | None = None,
+        color: bool = False,
+    ) -> Iterator[tuple[io.BytesIO, io.BytesIO, io.BytesIO]]:
+        with super().isolation(input, env, color) as streams:
+            formatting.FORCED_WIDTH = None  # the isolation puts it back when it ends
+            yield streams
+
+
+_RUNNER = _ProcessWidth()
 
 
 @contextlib.contextmanager
