@@ -5,16 +5,22 @@ fake provider: a connection (its API key lands in `connections.json`), a project
 real turns (a `write` tool call puts a file in a managed workspace), an uploaded image, files
 written straight into a workspace (one larger than `app.ops.backup.WHOLE_FILE`, so it is streamed),
 and a `~/.foya` in a temporary HOME. A writer thread keeps PATCHing a session's title (each
-PATCH stores a `session_updated`) while `foya backup` runs as a subprocess; the archive is then
-restored with `foya restore` into a fresh data dir and a fresh HOME, and a second kernel serves
-it. Just before the backup starts, the test reads the live head seq through a read-only SQLite
+PATCH stores a `session_updated`) while `foya backup` runs as a subprocess (the module's one
+`foya` process of its own, beside a live kernel and its writer); the archive is then restored
+with `foya restore` into a fresh data dir and a fresh HOME, and a second kernel serves it. Just
+before the backup starts, the test reads the live head seq through a read-only SQLite
 connection: every event acknowledged before that instant has a seq at most that head.
 
 The refusal tests use a small archive written in process by `app.ops.backup.backup` from a data dir
 seeded through the real `Store`, and variants of it rewritten with `tarfile`. Each refused
 restore runs onto an existing data dir with `--replace` and, unless the manifest alone refuses
-it, at the same time onto a target that does not exist; the sandbox holding both (and HOME, and
-a directory an evil member aims at) must be exactly as before, down to file mtimes.
+it, onto a target that does not exist; the sandbox holding both (and HOME, and a directory an
+evil member aims at) must be exactly as before, down to file mtimes.
+
+Every other `foya` command (restore, the refused backups, `foya check`) runs in the test's own
+process (`support.cli_inprocess`): each judges what a command decides, and none of them races
+another command for a lock or a target. The kernels they restore for, or refuse to touch, are
+real `foya serve` processes.
 """
 
 from __future__ import annotations
@@ -44,10 +50,9 @@ from typing import Any
 import httpx
 import pytest
 from PIL import Image
-from support.fake_provider import Agent, FakeProvider, answer, call, connect, foya_check, only
+from support.cli_inprocess import run_cli
+from support.fake_provider import Agent, FakeProvider, answer, call, connect, only
 from support.helpers import (
-    FOYA,
-    REPO,
     Kernel,
     Launcher,
     base_env,
@@ -167,29 +172,23 @@ def restore_cli(archive: Path, target: Path, home: Path, *flags: str) -> Command
     return ["restore", str(archive), "--data-dir", str(target), *flags], home
 
 
-def run_all(*commands: Command) -> list[subprocess.CompletedProcess[str]]:
-    """Run `foya` commands side by side, each with its own HOME; wait for every one."""
-    procs = [
-        subprocess.Popen(
-            [*FOYA, *args],
-            cwd=REPO,
-            env=base_env(HOME=str(home)),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for args, home in commands
-    ]
-    done = []
-    for proc, (args, _) in zip(procs, commands, strict=True):
-        out, err = proc.communicate(timeout=60)
-        done.append(subprocess.CompletedProcess(args, proc.returncode, out, err))
-    return done
+def foya(*args: str, home: Path, process: bool = False) -> subprocess.CompletedProcess[str]:
+    """`foya ARGS` with HOME=`home`: in the test's process, or in a process of its own."""
+    env = base_env(HOME=str(home))
+    return run_foya(*args, env=env, timeout=60) if process else run_cli(*args, env=env)
 
 
-def foya(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
-    return run_foya(*args, env=base_env(HOME=str(home)), timeout=60)
+def run_each(*commands: Command) -> list[subprocess.CompletedProcess[str]]:
+    """Run `foya` commands one after another (in process), each with its own HOME."""
+    return [foya(*args, home=home) for args, home in commands]
+
+
+def foya_check(data_dir: Path) -> str:
+    """`foya check` (in process); fail unless it reports no difference."""
+    done = run_cli("check", "--data-dir", str(data_dir))
+    assert done.returncode == 0, f"foya check: {done.stdout}\n{done.stderr}"
+    assert " 0 difference(s)" in done.stderr, done.stderr
+    return done.stderr
 
 
 def stamps(ahead: float = 5.0) -> list[str]:
@@ -335,7 +334,10 @@ def online(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Online]:
                 wait_until(lambda: len(writer.acked) >= 20 or writer.error is not None, "writes")
                 noted_head = head_seq(live.data_dir / "foya.db")
                 started, started_wall = time.monotonic(), time.time()
-                backed = foya("backup", str(archive), "--data-dir", str(live.data_dir), home=home)
+                # A process of its own, as in production (in this one it would take turns
+                # with the writer thread for the interpreter lock), and `python -m app` end to end.
+                args = ("backup", str(archive), "--data-dir", str(live.data_dir))
+                backed = foya(*args, home=home, process=True)
                 ended, ended_wall = time.monotonic(), time.time()
                 wait_until(
                     lambda: writer.acks_after(ended) >= 10 or writer.error is not None, "writes"
@@ -785,7 +787,7 @@ def test_a_refused_restore_leaves_every_target_untouched(
     commands = [restore_cli(bad, box.data, box.home, "--replace")]
     if case not in BEFORE_UNPACKING:
         commands.append(restore_cli(bad, box.root / "fresh", box.root / "fresh-home"))
-    for done in run_all(*commands):
+    for done in run_each(*commands):
         refused(done, *needles)
     assert box.snapshot() == before  # nothing created, moved, written or left behind
 
@@ -836,7 +838,7 @@ def test_dry_run_verifies_every_member_and_changes_nothing(
 ) -> None:
     bad = rebuilt(small.archive, tmp_path / "bad.tar", tampered_byte)
     before = box.snapshot()
-    good, tampered = run_all(
+    good, tampered = run_each(
         restore_cli(small.archive, box.root / "fresh", box.home, "--dry-run"),
         restore_cli(bad, box.root / "fresh", box.home, "--dry-run"),
     )
@@ -864,7 +866,7 @@ def test_dry_run_tells_that_the_real_restore_would_be_refused(
     that restore would, and says what to do (a dry run that would go ahead exits 0)."""
     before = box.snapshot()
     before_busy = tree(busy.data_dir, skip=frozenset(DB_FILES))
-    non_empty, running = run_all(
+    non_empty, running = run_each(
         restore_cli(small.archive, box.data, box.home, "--dry-run"),
         restore_cli(small.archive, busy.data_dir, tmp_path / "h", "--dry-run", "--replace"),
     )

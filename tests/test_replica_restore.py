@@ -10,11 +10,15 @@ the replica at chosen moments: a files scan, then Litestream's control socket `P
 notes a time T, then rewinds the session to its first message (history emptied, the tool's file
 removed), renames it and edits `~/.foya`.
 
-`foya restore --from-replica` then runs as a subprocess: the newest state and the state at T are
-restored into fresh data dirs and HOMEs and served by new kernels. Refusals (bad URLs and
-timestamps, empty, missing and tampered replicas, replicas of a database that `foya check`
-rejects or that is newer than this Foya, non-empty targets, a target a kernel holds) must leave
-every target exactly as it was, down to file mtimes, with no scratch directory left behind.
+`foya restore --from-replica` then restores the newest state and the state at T into fresh data
+dirs and HOMEs, and new kernels serve them. Refusals (bad URLs and timestamps, empty, missing and
+tampered replicas, replicas of a database that `foya check` rejects or that is newer than this
+Foya, non-empty targets, a target a kernel holds) must leave every target exactly as it was,
+down to file mtimes, with no scratch directory left behind.
+
+The `foya` commands run in the test's own process (`support.cli_inprocess`); Litestream, which
+they run, and every kernel are real processes. One restore keeps a process of its own, the
+newest state's (fixture `latest`): `python -m app` end to end. No two commands here run at once.
 """
 
 from __future__ import annotations
@@ -36,7 +40,8 @@ from typing import Any
 
 import httpx
 import pytest
-from support.fake_provider import Agent, FakeProvider, answer, call, connect, foya_check, only
+from support.cli_inprocess import run_cli
+from support.fake_provider import Agent, FakeProvider, answer, call, connect, only
 from support.files_helpers import confirm, preview, user_seqs
 from support.helpers import Launcher, base_env, run_foya, short_tmpdir, wait_until
 from support.replica_servers import HAVE_SSHD, sftp_server
@@ -109,12 +114,27 @@ def refused(done: subprocess.CompletedProcess[str], *needles: str) -> None:
         assert needle in text, f"{needle!r} not in {text!r}"
 
 
-def foya(*args: str, home: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    return run_foya(*args, env=base_env(HOME=str(home), **env), timeout=120)
+def foya(
+    *args: str, home: Path, process: bool = False, **env: str
+) -> subprocess.CompletedProcess[str]:
+    """`foya ARGS` with HOME=`home` and `env`: in the test's process, or in one of its own."""
+    environ = base_env(HOME=str(home), **env)
+    return run_foya(*args, env=environ, timeout=120) if process else run_cli(*args, env=environ)
 
 
-def restore(url: str, target: Path, home: Path, *flags: str) -> subprocess.CompletedProcess[str]:
-    return foya("restore", "--from-replica", url, "--data-dir", str(target), *flags, home=home)
+def restore(
+    url: str, target: Path, home: Path, *flags: str, process: bool = False
+) -> subprocess.CompletedProcess[str]:
+    args = ("restore", "--from-replica", url, "--data-dir", str(target), *flags)
+    return foya(*args, home=home, process=process)
+
+
+def foya_check(data_dir: Path) -> str:
+    """`foya check` (in process); fail unless it reports no difference."""
+    done = run_cli("check", "--data-dir", str(data_dir))
+    assert done.returncode == 0, f"foya check: {done.stdout}\n{done.stderr}"
+    assert " 0 difference(s)" in done.stderr, done.stderr
+    return done.stderr
 
 
 def rfc3339_now() -> str:
@@ -286,10 +306,10 @@ class Restored:
     served: Served
 
 
-def restored(r: Replicated, name: str, *flags: str) -> Restored:
+def restored(r: Replicated, name: str, *flags: str, process: bool = False) -> Restored:
     target, home = r.root / name, r.root / f"{name}-home"
     home.mkdir()
-    done = restore(r.url, target, home, *flags)
+    done = restore(r.url, target, home, *flags, process=process)
     assert done.returncode == 0, output(done)
     files = tree(target, skip=DB_FILES)
     foya_check(target)
@@ -298,7 +318,7 @@ def restored(r: Replicated, name: str, *flags: str) -> Restored:
 
 @pytest.fixture(scope="module")
 def latest(replicated: Replicated) -> Restored:
-    return restored(replicated, "new")
+    return restored(replicated, "new", process=True)  # the module's one `foya` process
 
 
 @pytest.fixture(scope="module")
@@ -622,7 +642,7 @@ def test_restore_from_an_sftp_replica_uses_the_key_and_checks_the_host_key(
         replicate_once(source, url, **keys)
         home = tmp_path / "home"
         home.mkdir()
-        env = {"FOYA_REPLICA_SFTP_KEY": str(server.client_key)}
+        client_key = str(server.client_key)
         other = root / "other"
         subprocess.run(
             ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)], check=True
@@ -635,7 +655,7 @@ def test_restore_from_an_sftp_replica_uses_the_key_and_checks_the_host_key(
             str(tmp_path / "data"),
             home=home,
             FOYA_REPLICA_SFTP_HOST_KEY=str(other) + ".pub",
-            **env,
+            FOYA_REPLICA_SFTP_KEY=client_key,
         )
         refused(wrong, f"litestream could not restore from {url}/db", "host key")
         assert not (tmp_path / "data").exists()
@@ -647,7 +667,7 @@ def test_restore_from_an_sftp_replica_uses_the_key_and_checks_the_host_key(
             str(tmp_path / "data"),
             home=home,
             FOYA_REPLICA_SFTP_HOST_KEY=server.host_key,
-            **env,
+            FOYA_REPLICA_SFTP_KEY=client_key,
         )
         assert done.returncode == 0, output(done)
         assert events(tmp_path / "data" / "foya.db") == events(source / "foya.db")
