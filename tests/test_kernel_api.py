@@ -8,7 +8,10 @@ listed name resolves, and no module of `app/http` reaches past the surface into 
 from __future__ import annotations
 
 import ast
+import importlib
 from pathlib import Path
+
+import pytest
 
 import app.kernel.api as kernel_api
 
@@ -18,12 +21,14 @@ SURFACE = "app.kernel.api"
 
 def public_names() -> set[str]:
     """The names a reader of the module sees: everything bound in it but private names, the
-    modules it imports and `annotations` (the `from __future__` import)."""
-    return {
+    modules it imports and `annotations` (the `from __future__` import), and the names it looks
+    up on first use."""
+    bound = {
         name
         for name, value in vars(kernel_api).items()
         if not name.startswith("_") and name != "annotations" and type(value).__name__ != "module"
     }
+    return bound | set(kernel_api._LAZY_HOME)
 
 
 def test_all_lists_exactly_the_public_names() -> None:
@@ -38,6 +43,13 @@ def test_all_lists_exactly_the_public_names() -> None:
 def test_every_listed_name_resolves() -> None:
     for name in kernel_api.__all__:
         assert getattr(kernel_api, name, None) is not None, name
+
+
+def test_a_name_looked_up_on_first_use_is_its_home_modules_own() -> None:
+    for name, home in kernel_api._LAZY_HOME.items():
+        assert getattr(kernel_api, name) is getattr(importlib.import_module(home), name), name
+    with pytest.raises(AttributeError, match="no_such_name"):
+        _ = kernel_api.no_such_name
 
 
 def kernel_imports(path: Path) -> list[tuple[int, str]]:

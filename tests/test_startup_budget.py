@@ -96,3 +96,46 @@ def test_deferred_model_building_documents_the_same_api(tmp_path: Path) -> None:
     eager = openapi_document("eager", tmp_path / "a")
     lean = openapi_document("lean", tmp_path / "b")
     assert lean == eager
+
+
+STARTED = """
+import asyncio, json, sys
+from pathlib import Path
+import httpx
+from app.main import create_app
+from app.settings import Settings
+service = create_app(Settings(data_dir=Path(sys.argv[1])))
+
+async def probe() -> None:
+    await service.kernel.start()
+    try:
+        transport = httpx.ASGITransport(app=service.app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://k") as client:
+            for path in ("/healthz", "/readyz"):
+                assert (await client.get(path)).status_code == 200, path
+    finally:
+        await service.kernel.close()
+
+asyncio.run(probe())
+print(json.dumps(sorted(sys.modules)))
+"""
+
+
+def test_a_start_imports_no_capability_built_on_first_use(tmp_path: Path) -> None:
+    """The real kernel, started and probed in a fresh interpreter, has not imported the modules
+    of the capabilities it builds on first use (nor the surface's names from them)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FOYA_")}
+    out = subprocess.run(
+        [sys.executable, "-c", STARTED, str(tmp_path / "data")],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=100,
+        check=True,
+    )
+    loaded = json.loads(out.stdout.splitlines()[-1])  # the log lines come first
+    lazy = ("app.kernel.canvas", "app.kernel.terminals", "app.kernel.imports", "app.kernel.exports")
+    early = [m for m in loaded if m.split(".")[:3] in [c.split(".") for c in lazy]]
+    assert early == [], f"imported by a start and two probes: {early}"
+    assert "app.kernel.api" in loaded  # the surface itself was imported

@@ -5,10 +5,14 @@ answer, the few kernel errors and functions a route needs to shape an answer, an
 route enforces before the kernel is called. A route reaching past this surface into a kernel
 module is refused by the import contracts and by tests/test_kernel_api.py; a name a route
 needs is added here (and to `__all__`, which lists every export), so what the wire depends on
-can be read in one place.
+can be read in one place. The names of the capabilities built on first use (canvas, imports,
+terminals) are looked up on first use as well, by the module's `__getattr__`.
 """
 
 from __future__ import annotations
+
+import importlib
+import typing
 
 from app.kernel import Kernel, NotReady
 from app.kernel.agents.budget import Budget
@@ -18,20 +22,9 @@ from app.kernel.agents.package import ContextSelection
 from app.kernel.agents.runs import AgentRunSnapshot
 from app.kernel.agents.service import SpawnRequest
 from app.kernel.automations import AutomationInput, AutomationWire
-from app.kernel.canvas.media import MAX_VIDEO_BYTES
-from app.kernel.canvas.models import (
-    Asset,
-    AssetTooLarge,
-    CanvasChanges,
-    Document,
-    GenerationRequest,
-    MissingAsset,
-    NewCanvas,
-)
 from app.kernel.connections import Connection, Models
 from app.kernel.filestate import FileAction, Status
 from app.kernel.hooks import Hook
-from app.kernel.imports import UPLOADABLE, ImportSummary, UploadForm
 from app.kernel.interactions import Answer
 from app.kernel.interactions.browser import ActionResult
 from app.kernel.mcp import McpConfig
@@ -46,7 +39,6 @@ from app.kernel.plugins.models import (
 from app.kernel.projects import ProjectInfo
 from app.kernel.readiness import Check, CheckName
 from app.kernel.sessions import Session
-from app.kernel.terminals import TerminalSnapshot
 from app.kernel.trust import TrustInfo
 from app.kernel.turns.compaction import Compacted
 from app.kernel.turns.inputs import TurnAccepted, TurnInput
@@ -60,6 +52,49 @@ from app.kernel.web.config import KINDS as SEARCH_PROVIDER_KINDS
 from app.kernel.web.config import PublicSettings as WebSearchSettings
 from app.kernel.web.results import SearchResult
 from app.kernel.workflows import Workflow, WorkflowApproval
+
+if typing.TYPE_CHECKING:
+    from app.kernel.canvas.media import MAX_VIDEO_BYTES
+    from app.kernel.canvas.models import (
+        Asset,
+        AssetTooLarge,
+        CanvasChanges,
+        Document,
+        GenerationRequest,
+        MissingAsset,
+        NewCanvas,
+    )
+    from app.kernel.imports import UPLOADABLE, ImportSummary, UploadForm
+    from app.kernel.terminals import TerminalSnapshot
+
+# The names of capabilities built on first use are imported on first use too: a start (whose
+# probes import this module) then loads none of their modules. Each is bound in the module on
+# its first lookup, so later lookups are plain attribute reads.
+_LAZY: dict[str, tuple[str, ...]] = {
+    "app.kernel.canvas.media": ("MAX_VIDEO_BYTES",),
+    "app.kernel.canvas.models": (
+        "Asset",
+        "AssetTooLarge",
+        "CanvasChanges",
+        "Document",
+        "GenerationRequest",
+        "MissingAsset",
+        "NewCanvas",
+    ),
+    "app.kernel.imports": ("UPLOADABLE", "ImportSummary", "UploadForm"),
+    "app.kernel.terminals": ("TerminalSnapshot",),
+}
+_LAZY_HOME = {name: module for module, names in _LAZY.items() for name in names}
+
+
+def __getattr__(name: str) -> object:
+    home = _LAZY_HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value: object = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "MAX_VIDEO_BYTES",
