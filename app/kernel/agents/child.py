@@ -116,8 +116,10 @@ class Children:
         is stopped and failed). A cancel stops the child's turn, waits for it to record its
         end, and goes on."""
         watch = _Watch(usage)
-        await settled(self.turns.submit(child, TurnInput(message=message)))
         try:
+            # Inside the try: a cancel that comes while the turn is being opened (its first
+            # request may be out already) must stop that turn too, once it has opened.
+            await settled(self.turns.submit(child, TurnInput(message=message)))
             async with asyncio.timeout(limit):
                 await self._follow(child, watch)
         except TimeoutError:
