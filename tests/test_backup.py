@@ -50,7 +50,7 @@ from typing import Any
 import httpx
 import pytest
 from PIL import Image
-from support.cli_inprocess import run_cli
+from support.cli_inprocess import foya_check, run_cli
 from support.fake_provider import Agent, FakeProvider, answer, call, connect, only
 from support.helpers import (
     Kernel,
@@ -181,14 +181,6 @@ def foya(*args: str, home: Path, process: bool = False) -> subprocess.CompletedP
 def run_each(*commands: Command) -> list[subprocess.CompletedProcess[str]]:
     """Run `foya` commands one after another (in process), each with its own HOME."""
     return [foya(*args, home=home) for args, home in commands]
-
-
-def foya_check(data_dir: Path) -> str:
-    """`foya check` (in process); fail unless it reports no difference."""
-    done = run_cli("check", "--data-dir", str(data_dir))
-    assert done.returncode == 0, f"foya check: {done.stdout}\n{done.stderr}"
-    assert " 0 difference(s)" in done.stderr, done.stderr
-    return done.stderr
 
 
 def stamps(ahead: float = 5.0) -> list[str]:

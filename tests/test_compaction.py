@@ -24,6 +24,7 @@ from typing import Any
 
 import httpx
 import pytest
+from support.cli_inprocess import foya_check
 from support.fake_provider import (
     BOUND,
     Agent,
@@ -35,7 +36,6 @@ from support.fake_provider import (
     call,
     connect,
     finish,
-    foya_check,
     http_error,
     kinds,
     only,

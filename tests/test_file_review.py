@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from support.fake_provider import Agent, Session, agent_kernel, answer, finish, foya_check, text
+from support.cli_inprocess import foya_check
+from support.fake_provider import Agent, Session, agent_kernel, answer, finish, text
 from support.fake_provider import usage as usage_chunk
 from support.fake_provider import wait as wait_for
 from support.files_helpers import (

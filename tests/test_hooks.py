@@ -26,6 +26,7 @@ from typing import Any
 
 import httpx
 import pytest
+from support.cli_inprocess import foya_check
 from support.fake_provider import (
     READ_TIMEOUT,
     Agent,
@@ -34,7 +35,6 @@ from support.fake_provider import (
     answer,
     call,
     connect,
-    foya_check,
     only,
     payloads,
     tools,

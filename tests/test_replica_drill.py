@@ -16,7 +16,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from support.fake_provider import Agent, FakeProvider, answer, connect, foya_check
+from support.cli_inprocess import foya_check
+from support.fake_provider import Agent, FakeProvider, answer, connect
 from support.helpers import Launcher, base_env, run_foya, short_tmpdir
 from support.streams_helpers import unix_kernel
 

@@ -40,7 +40,7 @@ from typing import Any
 
 import httpx
 import pytest
-from support.cli_inprocess import run_cli
+from support.cli_inprocess import foya_check, run_cli
 from support.fake_provider import Agent, FakeProvider, answer, call, connect, only
 from support.files_helpers import confirm, preview, user_seqs
 from support.helpers import Launcher, base_env, run_foya, short_tmpdir, wait_until
@@ -127,14 +127,6 @@ def restore(
 ) -> subprocess.CompletedProcess[str]:
     args = ("restore", "--from-replica", url, "--data-dir", str(target), *flags)
     return foya(*args, home=home, process=process)
-
-
-def foya_check(data_dir: Path) -> str:
-    """`foya check` (in process); fail unless it reports no difference."""
-    done = run_cli("check", "--data-dir", str(data_dir))
-    assert done.returncode == 0, f"foya check: {done.stdout}\n{done.stderr}"
-    assert " 0 difference(s)" in done.stderr, done.stderr
-    return done.stderr
 
 
 def rfc3339_now() -> str:

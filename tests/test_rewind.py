@@ -16,6 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
+from support.cli_inprocess import foya_check
 from support.fake_provider import (
     BOUND,
     READ_TIMEOUT,
@@ -26,7 +27,6 @@ from support.fake_provider import (
     answer,
     connect,
     finish,
-    foya_check,
     text,
 )
 from support.fake_provider import usage as usage_chunk

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from support.cli_inprocess import foya_check
 from support.fake_provider import (
     BOUND,
     READ_TIMEOUT,
@@ -23,7 +24,6 @@ from support.fake_provider import (
     FakeProvider,
     Session,
     connect,
-    foya_check,
 )
 from support.files_helpers import (
     LINES,

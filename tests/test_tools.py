@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.cli_inprocess import foya_check
 from support.fake_provider import (
     BOUND,
     Agent,
@@ -25,7 +26,6 @@ from support.fake_provider import (
     agent_kernel,
     answer,
     call,
-    foya_check,
     only,
     payloads,
     tools,

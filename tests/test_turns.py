@@ -19,6 +19,7 @@ from typing import Any
 
 import httpx
 import pytest
+from support.cli_inprocess import foya_check
 from support.fake_provider import (
     API_KEY,
     BOUND,
@@ -33,7 +34,6 @@ from support.fake_provider import (
     connect,
     drop,
     finish,
-    foya_check,
     garbage,
     http_error,
     kinds,

@@ -23,6 +23,7 @@ from typing import Any
 
 import httpx
 import pytest
+from support.cli_inprocess import foya_check
 from support.fake_provider import (
     BOUND,
     READ_TIMEOUT,
@@ -33,7 +34,6 @@ from support.fake_provider import (
     answer,
     call,
     connect,
-    foya_check,
     only,
     tools,
 )

@@ -81,3 +81,11 @@ def run_cli(
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         stderr += "".join(traceback.format_exception(result.exception))
     return subprocess.CompletedProcess(["foya", *args], result.exit_code, result.stdout, stderr)
+
+
+def foya_check(data_dir: Path) -> str:
+    """`foya check` (in process); fail unless it reports no difference."""
+    done = run_cli("check", "--data-dir", str(data_dir))
+    assert done.returncode == 0, f"foya check: {done.stdout}\n{done.stderr}"
+    assert " 0 difference(s)" in done.stderr, done.stderr
+    return done.stderr

@@ -89,7 +89,7 @@ import httpx
 from hypercorn.asyncio import serve
 from hypercorn.config import Config
 
-from support.helpers import base_env, run_foya, short_tmpdir, wait_until
+from support.helpers import short_tmpdir, wait_until
 from support.streams_helpers import (
     EventStream,
     Frame,
@@ -908,11 +908,3 @@ def agent_kernel(workdir: Path) -> Iterator[Agent]:
         client.timeout = httpx.Timeout(READ_TIMEOUT)
         connection = connect(client, fake)
         yield Agent(kernels["k"], fake, client, connection["id"])
-
-
-def foya_check(data_dir: Path) -> str:
-    """Run `foya check`; fail unless it reports no difference."""
-    done = run_foya("check", "--data-dir", str(data_dir), env=base_env())
-    assert done.returncode == 0, f"foya check: {done.stdout}\n{done.stderr}"
-    assert " 0 difference(s)" in done.stderr, done.stderr
-    return done.stderr
