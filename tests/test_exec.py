@@ -1,4 +1,7 @@
-"""`foya exec`: the real CLI as a subprocess against a real `foya serve` and a fake model API.
+"""`foya exec`: the real CLI against a real `foya serve` and a fake model API.
+
+The command runs in process (support.cli_inprocess), except where only a process shows the
+behaviour: Ctrl-C and a terminal on stdout.
 
 The fake provider is a minimal OpenAI-compatible Chat Completions server (starlette on hypercorn,
 in a thread, on 127.0.0.1). What it streams depends on the requested model:
@@ -35,6 +38,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+from support.cli_inprocess import run_cli
 from support.helpers import (
     FOYA,
     REPO,
@@ -203,19 +207,10 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
 # ----------------------------------------------------------------------------- helpers
 
 
-def foya_exec(
-    *args: str, env: dict[str, str] | None = None, timeout: float = 60
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*FOYA, "exec", *args],
-        cwd=REPO,
-        env=env or base_env(),
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+def foya_exec(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """`foya exec ARGS`, in process: what it prints and its exit code are the command's own.
+    The Ctrl-C and terminal tests below start it as a real process."""
+    return run_cli("exec", *args, env=env or base_env())
 
 
 def unix_exec(setup: Setup, *args: str) -> subprocess.CompletedProcess[str]:
