@@ -7,7 +7,7 @@ Through two real `foya serve --listen` processes (plaintext and TLS). The root c
 refused
 request's body it had not parsed yet, after an answer that promised keep-alive. The raw-socket
 tests make that order certain (the body follows the head only once the server had time to answer
-without it); the httpx tests send 200 requests on one client each, as a client would.
+without it); the httpx tests send 100 requests on one client each, as a client would.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import pytest
 from PIL import Image
 from support.helpers import UNAUTHORIZED, Kernel, Launcher, TlsFiles, base_env
 
-REQUESTS = 200  # per test: the reproduction of the broken keep-alive failed within a few dozen
+REQUESTS = 100  # per test: the reproduction of the broken keep-alive failed within a few dozen
 # An 8 MiB body costs the client about 0.1 s of CPU (and the server about as much to drain it):
 # 60 of them on one HTTP/1.1 connection are still well past "a few dozen". HTTP/2 has no
 # keep-alive state to break (each stream ends on its own): fewer there.
