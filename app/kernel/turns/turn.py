@@ -56,6 +56,7 @@ from app.kernel.turns.steps import Run, Steps
 from app.kernel.turns.titles import Titles
 from app.logs import get_logger
 from app.providers.base import ProviderError
+from app.tools.base import settled
 
 FULL_DISK_RETRY_MAX = 30.0
 CONTINUE = "Continue working on the current task instead of ending the turn."
@@ -257,10 +258,12 @@ class TurnCycle:
             self.log.error("turn failed", session=run.session, error=message)
 
     async def _finish_durably(self, run: Run, status: Status, reason: str | None) -> None:
-        """`_finish`, retried while the disk is full; shutdown cancels the wait."""
+        """`_finish`, retried while the disk is full; shutdown cancels the wait. A cancel
+        during the write itself (a second stop of a turn that is already ending) waits for the
+        write first: `turn_complete` is stored, then the cancel goes through."""
         for attempt in itertools.count():
             try:
-                await self._finish(run, status, reason)
+                await settled(self._finish(run, status, reason))
                 return
             except InsufficientStorage:
                 delay = min(2.0**attempt, FULL_DISK_RETRY_MAX)
