@@ -169,8 +169,7 @@ class Plugged(Foundation):
                 "agents",
                 agent_tools(self.agents),
                 start=self.agents.start,
-                shutdown=self.agents.stop,
-                close=self.agents.stop,
+                close=self.agents.stop,  # its shutdown is root.py's `agent_runs`
                 end_session=self.agents.end_session,
             ),
         ]

@@ -165,6 +165,10 @@ class Wiring(Plugged):
                 end_session=self._stop_turns,
                 forget=self._forget_turns,
             ),
+            # Teardown runs backwards: the sub-agent runs stop (recording no end) before the
+            # turns do, or a child's turn the shutdown ends would read as its run's own end,
+            # where the next start is to mark the run interrupted.
+            Capability("agent_runs", shutdown=self.agents.stop),
             Capability(
                 "automations",
                 start=self._start_automations,
