@@ -258,9 +258,8 @@ class TurnCycle:
             self.log.error("turn failed", session=run.session, error=message)
 
     async def _finish_durably(self, run: Run, status: Status, reason: str | None) -> None:
-        """`_finish`, retried while the disk is full; shutdown cancels the wait. A cancel
-        during the write itself (a second stop of a turn that is already ending) waits for the
-        write first: `turn_complete` is stored, then the cancel goes through."""
+        """`_finish`, retried while the disk is full; shutdown cancels the wait. A cancel during
+        the write (a second stop of an ending turn) lets `turn_complete` be stored first."""
         for attempt in itertools.count():
             try:
                 await settled(self._finish(run, status, reason))
