@@ -78,10 +78,12 @@ print(json.dumps(app.openapi(), sort_keys=True))
 """
 
 
-def openapi_document(mode: str, data_dir: Path) -> Any:
+def fresh_interpreter(script: str, *args: str) -> Any:
+    """Run `script` in a new interpreter (no FOYA_ settings) and decode the JSON of its last
+    line of output (log lines may come before it)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("FOYA_")}
     out = subprocess.run(
-        [sys.executable, "-c", OPENAPI, mode, str(data_dir)],
+        [sys.executable, "-c", script, *args],
         cwd=REPO,
         env=env,
         capture_output=True,
@@ -89,7 +91,11 @@ def openapi_document(mode: str, data_dir: Path) -> Any:
         timeout=100,
         check=True,
     )
-    return json.loads(out.stdout)
+    return json.loads(out.stdout.splitlines()[-1])
+
+
+def openapi_document(mode: str, data_dir: Path) -> Any:
+    return fresh_interpreter(OPENAPI, mode, str(data_dir))
 
 
 def test_deferred_model_building_documents_the_same_api(tmp_path: Path) -> None:
@@ -124,18 +130,8 @@ print(json.dumps(sorted(sys.modules)))
 def test_a_start_imports_no_capability_built_on_first_use(tmp_path: Path) -> None:
     """The real kernel, started and probed in a fresh interpreter, has not imported the modules
     of the capabilities it builds on first use (nor the surface's names from them)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FOYA_")}
-    out = subprocess.run(
-        [sys.executable, "-c", STARTED, str(tmp_path / "data")],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=100,
-        check=True,
-    )
-    loaded = json.loads(out.stdout.splitlines()[-1])  # the log lines come first
+    loaded = fresh_interpreter(STARTED, str(tmp_path / "data"))
     lazy = ("app.kernel.canvas", "app.kernel.terminals", "app.kernel.imports", "app.kernel.exports")
-    early = [m for m in loaded if m.split(".")[:3] in [c.split(".") for c in lazy]]
+    early = [m for m in loaded if any(m == c or m.startswith(c + ".") for c in lazy)]
     assert early == [], f"imported by a start and two probes: {early}"
     assert "app.kernel.api" in loaded  # the surface itself was imported
