@@ -27,6 +27,8 @@ from typing import Any
 from app.errors import ConfigError
 from app.failpoints import failpoint
 
+#: Directories no file tool deletes, wherever they are: version control and Foya's own.
+NEVER_DELETED = (".git", ".foya", ".agents")
 _NAME_KEPT = 200  # a temp name stays below NAME_MAX (255) whatever the target's name
 _TEMP = r"\.foya-[0-9a-f]{12}\.tmp"
 

@@ -35,8 +35,8 @@ from app.events import Event
 from app.kernel.background import CommandNotFound, SessionUnknown, commands
 from app.kernel.background.entry import Entry
 from app.kernel.emit import topic
+from app.kernel.turns.activity import ToolNotRunning
 from app.kernel.turns.inputs import TurnInput
-from app.kernel.turns.runner import ToolNotRunning
 from app.tools.shell import TAIL_BYTES, TAIL_LINES, Stream
 
 T = TypeVar("T")

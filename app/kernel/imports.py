@@ -27,6 +27,7 @@ import shutil
 import tempfile
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from app.artifacts import Artifacts
 from app.events import Event
@@ -39,12 +40,14 @@ from app.kernel.import_upload import UPLOADABLE, UploadForm, parse_upload, recei
 from app.kernel.importcheck import validate
 from app.kernel.projects import Projects
 from app.kernel.sessions import Sessions
-from app.kernel.turns.runner import Turns
 from app.kernel.usercontext import UserContext
 from app.kernel.usercontext.items import MAX_RULE_CHARS, clean_content
 from app.metrics import Metrics
 from app.staging import new_staging
 from app.store.imports import ImportPlan
+
+if TYPE_CHECKING:
+    from app.kernel.turns.runner import Turns
 
 __all__ = ["UPLOADABLE", "ImportSummary", "Imports", "UploadForm", "parse_upload"]
 

@@ -13,15 +13,17 @@ Exception map (status, code): `InvalidReviewAction` 400 `invalid_action`; `NoPen
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app import events as k
 from app.errors import BadRequest, Conflict
 from app.events import EventDraft, FileReviewResolved
 from app.kernel import filestate
 from app.kernel.sessions import Sessions
-from app.kernel.turns.runner import Turns
 from app.store import Store
+
+if TYPE_CHECKING:
+    from app.kernel.turns.runner import Turns
 
 ACTIONS = ("keep", "undo")
 

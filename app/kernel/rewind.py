@@ -16,16 +16,18 @@ or not a user message); `RewindContextUnsupported` 409 `rewind_context_unsupport
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.errors import BadRequest, Conflict
 from app.kernel import filestate
 from app.kernel.sessions import Sessions
 from app.kernel.turns.activity import SessionBusy
 from app.kernel.turns.queue import Queues
-from app.kernel.turns.runner import Turns
 from app.store import Store
 from app.store.history import NotAUserMessage
+
+if TYPE_CHECKING:
+    from app.kernel.turns.runner import Turns
 
 CONTEXT_KEYS = ("attachments", "browser_elements", "workspace_files", "skill_ref", "command")
 

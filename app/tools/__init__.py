@@ -2,14 +2,17 @@
 
 from app.files import ProtectedPaths
 from app.tools.base import Tool, ToolError, ToolResult
-from app.tools.bash import Bash
-from app.tools.files import Delete, Edit, Read, Write
 
 __all__ = ["Tool", "ToolError", "ToolResult", "registry"]
 
 
 def registry(protected: ProtectedPaths | None = None) -> dict[str, Tool]:
     """The tools offered to the model, by name. File tools refuse the `protected` paths."""
+    # Imported here, with the turn core that asks for them: a start imports `app.tools` (for
+    # its types) but runs no tool.
+    from app.tools.bash import Bash
+    from app.tools.files import Delete, Edit, Read, Write
+
     tools: list[Tool] = [
         Bash(),
         Read(protected),

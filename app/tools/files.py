@@ -20,7 +20,7 @@ from pathlib import Path
 
 from app.events import FileChange
 from app.failpoints import failpoint
-from app.files import ProtectedPaths, new_file_mode, owner_of, replace_atomic
+from app.files import NEVER_DELETED, ProtectedPaths, new_file_mode, owner_of, replace_atomic
 from app.jsontypes import JSONObject
 from app.tools.base import (
     Action,
@@ -37,7 +37,7 @@ from app.tools.base import (
 )
 
 MAX_READ = 256 * 1024
-PROTECTED = (".git", ".foya", ".agents")
+PROTECTED = NEVER_DELETED
 
 
 def _path(args: JSONObject, ctx: ToolContext) -> Path:

@@ -12,15 +12,18 @@ import asyncio
 import dataclasses
 import datetime as dt
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 from app.broker import Broker
 from app.errors import FoyaError
 from app.kernel.automations import runs
 from app.kernel.automations.store import Automation, AutomationInput
 from app.kernel.sessions import Sessions
-from app.kernel.turns.runner import Turns
 from app.logs import get_logger
 from app.metrics import Metrics
+
+if TYPE_CHECKING:
+    from app.kernel.turns.control import TurnControl
 
 #: Stores a run's fields on its automation: (automation id, **fields of `Automation`).
 Record = Callable[..., Awaitable[None]]
@@ -32,7 +35,7 @@ class Following:
     def __init__(
         self,
         sessions: Sessions,
-        turns: Turns,
+        turns: TurnControl,
         broker: Broker,
         metrics: Metrics,
         unanswerable: runs.Unanswerable,

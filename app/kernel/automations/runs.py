@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app import events as k
 from app.broker import Broker
@@ -22,7 +22,9 @@ from app.kernel.emit import topic
 from app.kernel.sessions import Sessions
 from app.kernel.streams import SessionStream
 from app.kernel.turns.inputs import TurnInput
-from app.kernel.turns.runner import Turns
+
+if TYPE_CHECKING:
+    from app.kernel.turns.control import TurnControl
 
 TITLE_PREFIX = "Automation: "
 
@@ -45,7 +47,7 @@ async def no_questions(session: str, batch: str) -> None:
 
 async def execute(
     sessions: Sessions,
-    turns: Turns,
+    turns: TurnControl,
     broker: Broker,
     spec: AutomationInput,
     opened: Callable[[str], Awaitable[None]],

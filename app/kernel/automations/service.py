@@ -30,7 +30,7 @@ import functools
 import secrets
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.broker import Broker
 from app.kernel.automations import runs
@@ -53,9 +53,11 @@ from app.kernel.automations.store import (
     AutomationWire,
 )
 from app.kernel.sessions import Sessions
-from app.kernel.turns.runner import Turns
 from app.logs import get_logger
 from app.metrics import Metrics
+
+if TYPE_CHECKING:
+    from app.kernel.turns.control import TurnControl
 
 Change = Callable[[dict[str, Automation]], bool]
 PASS_SLICE = 50  # next due times computed between two yields to the loop (~3 ms)
@@ -68,7 +70,7 @@ class Automations:
         self,
         data_dir: Path,
         sessions: Sessions,
-        turns: Turns,
+        turns: TurnControl,
         broker: Broker,
         metrics: Metrics,
         clock: Clock,

@@ -18,7 +18,8 @@ survives a restart (§6): every command id is then unknown.
 Errors (the route's status and code):
 - `SessionUnknown`: 404 `session_not_found`
 - `CommandNotFound`: 404 `background_command_not_found`
-- `ToolNotRunning` (app.kernel.turns.runner): 409 `tool_not_running`, no such call running a command
+- `ToolNotRunning` (app.kernel.turns.activity): 409 `tool_not_running`, no such call running
+  a command
 """
 
 from app.kernel.background.commands import (

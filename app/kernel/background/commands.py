@@ -10,7 +10,7 @@ from app.errors import FoyaError, NotFound
 from app.events import BACKGROUND_COMMAND_UPDATED, BackgroundCommand, EventDraft
 from app.kernel.background.entry import Entry, snapshot
 from app.kernel.sessions import Sessions
-from app.kernel.turns.runner import ToolNotRunning
+from app.kernel.turns.activity import ToolNotRunning
 from app.logs import get_logger
 from app.store.events import SessionNotFound
 from app.tools.base import ToolContext, ToolError

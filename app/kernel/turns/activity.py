@@ -31,6 +31,13 @@ class SessionBusy(Conflict):
     code = "session_busy"
 
 
+class ToolNotRunning(Conflict):
+    """Cancelling a tool call that is not running (no call of that id, or none running a
+    command)."""
+
+    code = "tool_not_running"
+
+
 class Activity(StrEnum):
     IDLE = "idle"
     TURN = "turn"

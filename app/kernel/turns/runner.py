@@ -31,7 +31,7 @@ from app.kernel.approvals import Approvals
 from app.kernel.ids import iso_now
 from app.kernel.providers import Providers
 from app.kernel.sessions import Sessions
-from app.kernel.turns.activity import Activity
+from app.kernel.turns.activity import Activity, ToolNotRunning
 from app.kernel.turns.compaction import Compacted, Compactor, compacted
 from app.kernel.turns.compactions import Compactions
 from app.kernel.turns.inputs import TurnAccepted, TurnInput
@@ -55,12 +55,6 @@ class CompactionCancelled(Conflict):
     """A compaction the user cancelled before it finished."""
 
     code = "compaction_cancelled"
-
-
-class ToolNotRunning(Conflict):
-    """Cancelling a tool call that is not running."""
-
-    code = "tool_not_running"
 
 
 class Turns:

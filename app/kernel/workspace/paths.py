@@ -28,8 +28,8 @@ import stat
 from pathlib import Path, PurePosixPath
 
 from app.errors import BadRequest, Conflict, FoyaError, NotFound
+from app.files import NEVER_DELETED as PROTECTED_NAMES
 from app.files import ProtectedPaths
-from app.tools.files import PROTECTED as PROTECTED_NAMES
 
 
 class InvalidWorkspacePath(BadRequest):
