@@ -6,7 +6,8 @@ route enforces before the kernel is called. A route reaching past this surface i
 module is refused by the import contracts and by tests/test_kernel_api.py; a name a route
 needs is added here (and to `__all__`, which lists every export), so what the wire depends on
 can be read in one place. The names of the capabilities built on first use (canvas, imports,
-terminals) are looked up on first use as well, by the module's `__getattr__`.
+terminals, questions, the turn core's compaction) are looked up on first use as well, by the
+module's `__getattr__`.
 """
 
 from __future__ import annotations
@@ -25,8 +26,6 @@ from app.kernel.automations import AutomationInput, AutomationWire
 from app.kernel.connections import Connection, Models
 from app.kernel.filestate import FileAction, Status
 from app.kernel.hooks import Hook
-from app.kernel.interactions import Answer
-from app.kernel.interactions.browser import ActionResult
 from app.kernel.mcp import McpConfig
 from app.kernel.mcp.config import wire as mcp_config_wire
 from app.kernel.messageshape import servable
@@ -40,7 +39,6 @@ from app.kernel.projects import ProjectInfo
 from app.kernel.readiness import Check, CheckName
 from app.kernel.sessions import Session
 from app.kernel.trust import TrustInfo
-from app.kernel.turns.compaction import Compacted
 from app.kernel.turns.inputs import TurnAccepted, TurnInput
 from app.kernel.usage import UsageReport
 from app.kernel.usercontext import Memory, MemorySettings, Rule
@@ -65,7 +63,10 @@ if typing.TYPE_CHECKING:
         NewCanvas,
     )
     from app.kernel.imports import UPLOADABLE, ImportSummary, UploadForm
+    from app.kernel.interactions import Answer
+    from app.kernel.interactions.browser import ActionResult
     from app.kernel.terminals import TerminalSnapshot
+    from app.kernel.turns.compaction import Compacted
 
 # The names of capabilities built on first use are imported on first use too: a start (whose
 # probes import this module) then loads none of their modules. Each is bound in the module on
@@ -82,7 +83,10 @@ _LAZY: dict[str, tuple[str, ...]] = {
         "NewCanvas",
     ),
     "app.kernel.imports": ("UPLOADABLE", "ImportSummary", "UploadForm"),
+    "app.kernel.interactions": ("Answer",),
+    "app.kernel.interactions.browser": ("ActionResult",),
     "app.kernel.terminals": ("TerminalSnapshot",),
+    "app.kernel.turns.compaction": ("Compacted",),
 }
 _LAZY_HOME = {name: module for module, names in _LAZY.items() for name in names}
 

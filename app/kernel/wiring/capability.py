@@ -11,18 +11,25 @@ first use joins it once it exists, and has nothing to stop before.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Literal
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
 
-from app.kernel.turns.ports import Instructions
-from app.kernel.turns.tooling import ToolPolicy
-from app.tools import Tool
+if TYPE_CHECKING:
+    from app.kernel.turns.ports import Instructions
+    from app.kernel.turns.tooling import ToolPolicy
+    from app.tools import Tool
 
 Step = Callable[[], Awaitable[None]]
+#: A capability's tools, read once, when the tool table is built (with the turn core).
+ToolLoader = Callable[[], "Mapping[str, Tool]"]
 SessionStep = Callable[[str], Awaitable[None]]
 Phase = Literal["start", "shutdown", "close", "end_session", "removed", "forget"]
 #: Told `(phase, capability name)` as each step begins: how a test watches the order.
 Observer = Callable[[Phase, str], None]
+
+
+def no_tools() -> Mapping[str, Tool]:
+    return {}
 
 
 @dataclass(frozen=True)
@@ -33,7 +40,7 @@ class Capability:
     and `forget` whatever the removal's outcome."""
 
     name: str
-    tools: Mapping[str, Tool] = field(default_factory=dict)
+    tools: ToolLoader = no_tools
     policies: Sequence[ToolPolicy] = ()
     instructions: Sequence[Instructions] = ()
     start: Step | None = None

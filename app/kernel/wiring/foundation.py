@@ -12,6 +12,7 @@ import asyncio
 from collections.abc import Callable
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from app.broker import Broker
 from app.files import ProtectedPaths
@@ -19,7 +20,6 @@ from app.kernel.approvals import Approvals
 from app.kernel.automations import Clock, SystemClock
 from app.kernel.connections import Connections
 from app.kernel.emit import Facts
-from app.kernel.hooks import Hooks
 from app.kernel.maintenance import Maintenance
 from app.kernel.projects import Projects
 from app.kernel.providers import Providers
@@ -33,6 +33,9 @@ from app.kernel.wiring.capability import Observer
 from app.metrics import Metrics, ReplicationStatus
 from app.settings import Settings
 from app.store import Store
+
+if TYPE_CHECKING:
+    from app.kernel.hooks import Hooks
 
 
 class Foundation:
@@ -125,6 +128,9 @@ class Foundation:
 
     @cached_property
     def hooks(self) -> Hooks:
+        """The user's and trusted projects' hooks, read by the turn core (built with it)."""
+        from app.kernel.hooks import Hooks
+
         return Hooks(self.home / ".foya", self.sessions, self.trust)
 
     @cached_property

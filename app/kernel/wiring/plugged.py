@@ -2,9 +2,11 @@
 
 Each capability here declares its tools, its limits on a session's tools and what it adds to
 the system prompt in its `Capability` record (`_plugs`); the tool table and `Turns` are built
-from those records, so nothing is added to the table after the turn core exists. MCP servers'
-tools come and go through the table's source (the service replaces its snapshot), never by
-editing a dictionary the turn reads.
+from those records, so nothing is added to the table after the turn core exists. A record names
+its tools by a loader: the table, and the turn core with it, are built on first use (the first
+turn), so a start imports no tool and no turn module. MCP servers' tools come and go through
+the table's source (the service replaces its snapshot), never by editing a dictionary the turn
+reads.
 
 Two cycles are real and are broken by ports that exist before both sides: sub-agents and plan
 mode start and stop turns but are built before the turn core (their tools and limits are in its
@@ -15,29 +17,28 @@ for the table's names at call time.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from functools import cached_property
+from typing import TYPE_CHECKING
 
-from app.kernel.agents import Agents, Definitions, agent_tools
-from app.kernel.background import BackgroundCommands
-from app.kernel.interactions import AskUser, BrowserActions, Questions, browser_tools
-from app.kernel.mcp import McpService, ServerConfig, Timeouts, control_tools
+from app.kernel.agents import Agents, Definitions
+from app.kernel.mcp import McpService, ServerConfig, Timeouts
 from app.kernel.plugins import Plugins
 from app.kernel.turns.inputs import TurnAccepted, TurnInput
-from app.kernel.turns.plugs import TurnPlugs
-from app.kernel.turns.runner import Turns
-from app.kernel.turns.toolsearch import ToolSearch
-from app.kernel.turns.tooltable import ToolTable
 from app.kernel.usercontext.prompt import PromptContext
 from app.kernel.usercontext.skills import Skills
-from app.kernel.usercontext.tools import context_tools
-from app.kernel.web import WebSearch, web_tools
+from app.kernel.web import WebSearch
 from app.kernel.web.guard import AllowList
 from app.kernel.wiring.capability import Capability, blocking
 from app.kernel.wiring.foundation import Foundation
-from app.kernel.workflows import Workflows, task_tools
-from app.tools import Tool, registry
-from app.tools.bash import bash_tools
+from app.kernel.workflows import Workflows
+
+if TYPE_CHECKING:
+    from app.kernel.background import BackgroundCommands
+    from app.kernel.interactions import BrowserActions, Questions
+    from app.kernel.turns.runner import Turns
+    from app.kernel.turns.tooltable import ToolTable
+    from app.tools import Tool
 
 
 class LateTurns:
@@ -111,6 +112,8 @@ class Plugged(Foundation):
     @cached_property
     def background(self) -> BackgroundCommands:
         """bash with its background mode, bash_status and bash_cancel, kept per session."""
+        from app.kernel.background import BackgroundCommands
+
         return BackgroundCommands(self.sessions)
 
     @cached_property
@@ -121,45 +124,101 @@ class Plugged(Foundation):
     @cached_property
     def questions(self) -> Questions:
         """ask_user: each call waits for a client's answer."""
+        from app.kernel.interactions import Questions
+
         return Questions(self.sessions)
 
     @cached_property
     def browser_actions(self) -> BrowserActions:
+        from app.kernel.interactions import BrowserActions
+
         return BrowserActions(self.sessions, self.settings.browser_action_timeout)
+
+    def built(self, name: str) -> bool:
+        """Whether the service `name` has been built (one built on first use only once used)."""
+        return name in self.__dict__
+
+    # -- the capabilities' tools, loaded with the turn core ----------------------------------------
+    # A capability's tools are read when the tool table is built, with the turn core, on the
+    # first turn (or the first use of the core): a start pays neither for their modules nor for
+    # the services behind them (questions, browser actions, background commands).
+
+    def _file_tools(self) -> Mapping[str, Tool]:
+        from app.tools import registry
+
+        return registry(self.protected)
+
+    def _context_tools(self) -> Mapping[str, Tool]:
+        from app.kernel.usercontext.tools import context_tools
+
+        return context_tools(self.prompt, self.user_context, self.projects)
+
+    def _web_tools(self) -> Mapping[str, Tool]:
+        from app.kernel.web import web_tools
+
+        return web_tools(self.web)
+
+    def _mcp_tools(self) -> Mapping[str, Tool]:
+        from app.kernel.mcp import control_tools
+
+        return {t.name: t for t in control_tools(self.mcp)}
+
+    def _interaction_tools(self) -> Mapping[str, Tool]:
+        from app.kernel.interactions import AskUser, browser_tools
+
+        return {"ask_user": AskUser(self.questions), **browser_tools(self.browser_actions)}
+
+    def _background_tools(self) -> Mapping[str, Tool]:
+        from app.tools.bash import bash_tools
+
+        return bash_tools(self.background)
+
+    def _task_tools(self) -> Mapping[str, Tool]:
+        from app.kernel.workflows import task_tools
+
+        return task_tools(self.sessions)
+
+    def _agent_tools(self) -> Mapping[str, Tool]:
+        from app.kernel.agents import agent_tools
+
+        return agent_tools(self.agents)
+
+    # -- what a capability built on first use has to stop ----------------------------------------
+
+    async def _stop_background(self) -> None:
+        if self.built("background"):
+            await self.background.stop_all()
+
+    async def _end_background(self, session: str) -> None:
+        if self.built("background"):
+            await self.background.end_session(session)
 
     def _plugs(self) -> list[Capability]:
         """The capabilities whose tools, limits and instructions the turn core is built with."""
-        files = registry(self.protected)
-        ctx = context_tools(self.prompt, self.user_context, self.projects)
         workflows = self.workflows
         return [
-            Capability("files", files),
-            Capability("context", ctx),
-            Capability(
-                "web", web_tools(self.web), start=blocking(self.web.load), close=self.web.close
-            ),
+            Capability("files", self._file_tools),
+            Capability("context", self._context_tools),
+            Capability("web", self._web_tools, start=blocking(self.web.load), close=self.web.close),
             Capability(
                 "mcp",
-                {t.name: t for t in control_tools(self.mcp)},
+                self._mcp_tools,
                 start=self._start_mcp,
                 shutdown=self.mcp.stop,
                 close=self.mcp.stop,
             ),
-            Capability(
-                "interactions",
-                {"ask_user": AskUser(self.questions), **browser_tools(self.browser_actions)},
-            ),
+            Capability("interactions", self._interaction_tools),
             Capability(
                 "background",
-                bash_tools(self.background),
-                shutdown=self.background.stop_all,
-                close=self.background.stop_all,
-                end_session=self.background.end_session,
-                forget=self.background.end_session,  # one started meanwhile
+                self._background_tools,
+                shutdown=self._stop_background,
+                close=self._stop_background,
+                end_session=self._end_background,
+                forget=self._end_background,  # one started meanwhile
             ),
             Capability(
                 "workflows",
-                task_tools(self.sessions),
+                self._task_tools,
                 policies=(workflows.policy,),
                 instructions=(workflows.instructions,),
                 start=blocking(workflows.load),
@@ -167,7 +226,7 @@ class Plugged(Foundation):
             ),
             Capability(
                 "agents",
-                agent_tools(self.agents),
+                self._agent_tools,
                 start=self.agents.start,
                 close=self.agents.stop,  # its shutdown is root.py's `agent_runs`
                 end_session=self.agents.end_session,
@@ -181,9 +240,12 @@ class Plugged(Foundation):
     @cached_property
     def tool_table(self) -> ToolTable:
         """Every tool a turn may be offered: the capabilities' own, then the MCP servers'."""
+        from app.kernel.turns.toolsearch import ToolSearch
+        from app.kernel.turns.tooltable import ToolTable
+
         static: dict[str, Tool] = {}
         for capability in self._plugged:
-            static.update(capability.tools)
+            static.update(capability.tools())
         return ToolTable(static, sources=(self.mcp,), readers=(ToolSearch,))
 
     def _tool_names(self) -> Collection[str]:
@@ -191,6 +253,10 @@ class Plugged(Foundation):
 
     @cached_property
     def turns(self) -> Turns:
+        """The turn core, built on first use (a turn, or a question only it can answer)."""
+        from app.kernel.turns.plugs import TurnPlugs
+        from app.kernel.turns.runner import Turns
+
         plugs = TurnPlugs(
             self.tool_table,
             self.hooks,

@@ -22,12 +22,11 @@ from app.kernel.review import Reviews
 from app.kernel.rewind import Rewinds
 from app.kernel.usercontext.commands import Commands
 from app.kernel.wiring.capability import Capability, Lifecycle, blocking
-from app.kernel.wiring.plugged import Plugged
+from app.kernel.wiring.plugged import LateTurns, Plugged
 from app.kernel.workspace import Workspaces
 from app.staging import staging_root, sweep_staging
 
 if TYPE_CHECKING:
-    from app.kernel.automations.runs import Unanswerable
     from app.kernel.canvas import Canvases
     from app.kernel.exports import Exports
     from app.kernel.imports import Imports
@@ -37,7 +36,7 @@ if TYPE_CHECKING:
 #: The capabilities built on first use, by attribute name.
 LAZY = ("canvases", "terminals", "imports", "exports")
 #: The services built with the kernel (the rest of what `capabilities()` names, and these).
-EAGER = ("commands", "rewinds", "reviews", "workspaces", "artifacts", "skills", "trust")
+EAGER = ("commands", "workspaces", "artifacts", "skills", "trust")
 
 
 class Wiring(Plugged):
@@ -48,17 +47,17 @@ class Wiring(Plugged):
 
     @cached_property
     def automations(self) -> Automations:
-        data, unanswerable = self.settings.data_dir, self._unanswerable()
-        args = (data, self.sessions, self.turns, self.broker, self.metrics, self.clock)
-        return Automations(*args, unanswerable=unanswerable)
+        data, turns = self.settings.data_dir, LateTurns(self)
+        args = (data, self.sessions, turns, self.broker, self.metrics, self.clock)
+        return Automations(*args, unanswerable=self._unanswerable)
 
-    def _unanswerable(self) -> Unanswerable:
-        return self.questions.cancel
+    async def _unanswerable(self, session: str, batch: str) -> None:
+        await self.questions.cancel(session, batch)
 
     @cached_property
     def commands(self) -> Commands:
         dirs = self.plugins.enabled_dirs
-        args = (self.projects, self.sessions, self.turns.submit, self.workflows)
+        args = (self.projects, self.sessions, LateTurns(self).submit, self.workflows)
         return Commands(self.home / ".foya", *args, plugin_dirs=dirs)
 
     @cached_property
@@ -121,10 +120,6 @@ class Wiring(Plugged):
         out = self.settings.data_dir / "exports"
         return Exports(self.sessions, self.user_context, out)
 
-    def built(self, name: str) -> bool:
-        """Whether the service `name` has been built (a lazy one only once it was used)."""
-        return name in self.__dict__
-
     # -- the kernel's life -----------------------------------------------------------------------
 
     def capabilities(self) -> list[Capability]:
@@ -152,7 +147,7 @@ class Wiring(Plugged):
             Capability("connections", start=blocking(self.connections.load)),
             Capability("providers", close=self.providers.close),
             Capability("context_journal", start=blocking(self.context_journal.open)),
-            Capability("hooks", shutdown=self.hooks.close),
+            Capability("hooks", shutdown=self._close_hooks),
             *lazy,
             *plugged[:at],
             # Teardown runs backwards: a session's children go once its sub-agents' runs ended.
@@ -161,7 +156,7 @@ class Wiring(Plugged):
             Capability(
                 "turns",
                 start=self._recover,
-                shutdown=self.turns.stop_all,
+                shutdown=self._stop_all_turns,
                 end_session=self._stop_turns,
                 forget=self._forget_turns,
             ),
@@ -249,11 +244,21 @@ class Wiring(Plugged):
     async def _recover(self) -> None:
         await recover(self.store)  # turns a crash cut short are completed as interrupted
 
+    async def _stop_all_turns(self) -> None:
+        if self.built("turns"):  # none ran if the turn core was never built
+            await self.turns.stop_all()
+
     async def _stop_turns(self, session: str) -> None:
-        await self.turns.stop(session, "session_deleted")
+        if self.built("turns"):
+            await self.turns.stop(session, "session_deleted")
 
     async def _forget_turns(self, session: str) -> None:
-        self.turns.forget(session)
+        if self.built("turns"):
+            self.turns.forget(session)
+
+    async def _close_hooks(self) -> None:
+        if self.built("hooks"):
+            await self.hooks.close()
 
     async def _start_automations(self) -> None:
         await self.automations.load()  # a run a crash cut short becomes `failed`
