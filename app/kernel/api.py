@@ -6,8 +6,8 @@ route enforces before the kernel is called. A route reaching past this surface i
 module is refused by the import contracts and by tests/test_kernel_api.py; a name a route
 needs is added here (and to `__all__`, which lists every export), so what the wire depends on
 can be read in one place. The names of the capabilities built on first use (canvas, imports,
-terminals, questions, the turn core's compaction) are looked up on first use as well, by the
-module's `__getattr__`.
+terminals, questions, plugins, the turn core's compaction) are looked up on first use as well,
+by the module's `__getattr__`.
 """
 
 from __future__ import annotations
@@ -29,12 +29,6 @@ from app.kernel.hooks import Hook
 from app.kernel.mcp import McpConfig
 from app.kernel.mcp.config import wire as mcp_config_wire
 from app.kernel.messageshape import servable
-from app.kernel.plugins.models import (
-    MarketplaceCatalog,
-    MarketplacePluginPreview,
-    MarketplaceSummary,
-    Plugin,
-)
 from app.kernel.projects import ProjectInfo
 from app.kernel.readiness import Check, CheckName
 from app.kernel.sessions import Session
@@ -65,6 +59,12 @@ if typing.TYPE_CHECKING:
     from app.kernel.imports import UPLOADABLE, ImportSummary, UploadForm
     from app.kernel.interactions import Answer
     from app.kernel.interactions.browser import ActionResult
+    from app.kernel.plugins.models import (
+        MarketplaceCatalog,
+        MarketplacePluginPreview,
+        MarketplaceSummary,
+        Plugin,
+    )
     from app.kernel.terminals import TerminalSnapshot
     from app.kernel.turns.compaction import Compacted
 
@@ -85,6 +85,12 @@ _LAZY: dict[str, tuple[str, ...]] = {
     "app.kernel.imports": ("UPLOADABLE", "ImportSummary", "UploadForm"),
     "app.kernel.interactions": ("Answer",),
     "app.kernel.interactions.browser": ("ActionResult",),
+    "app.kernel.plugins.models": (
+        "MarketplaceCatalog",
+        "MarketplacePluginPreview",
+        "MarketplaceSummary",
+        "Plugin",
+    ),
     "app.kernel.terminals": ("TerminalSnapshot",),
     "app.kernel.turns.compaction": ("Compacted",),
 }

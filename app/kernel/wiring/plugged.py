@@ -23,41 +23,24 @@ from typing import TYPE_CHECKING
 
 from app.kernel.agents import Agents, Definitions
 from app.kernel.mcp import McpService, ServerConfig, Timeouts
-from app.kernel.plugins import Plugins
-from app.kernel.turns.inputs import TurnAccepted, TurnInput
 from app.kernel.usercontext.prompt import PromptContext
 from app.kernel.usercontext.skills import Skills
 from app.kernel.web import WebSearch
 from app.kernel.web.guard import AllowList
 from app.kernel.wiring.capability import Capability, blocking
 from app.kernel.wiring.foundation import Foundation
+from app.kernel.wiring.lateturns import LateTurns
 from app.kernel.workflows import Workflows
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from app.kernel.background import BackgroundCommands
     from app.kernel.interactions import BrowserActions, Questions
+    from app.kernel.plugins import Plugins
     from app.kernel.turns.runner import Turns
     from app.kernel.turns.tooltable import ToolTable
     from app.tools import Tool
-
-
-class LateTurns:
-    """The `TurnControl` of the capabilities built before the turn core: each call goes to the
-    root's turn core, which exists by the time anything calls."""
-
-    def __init__(self, root: Plugged) -> None:
-        self.root = root
-
-    async def submit(
-        self, session: str, turn: TurnInput, command: str | None = None
-    ) -> TurnAccepted:
-        return await self.root.turns.submit(session, turn, command)
-
-    async def cancel(self, session: str, reason: str = "user_stop") -> None:
-        await self.root.turns.cancel(session, reason)
-
-    async def workspace_files(self, session: str, paths: list[str]) -> list[str]:
-        return await self.root.turns.workspace_files(session, paths)
 
 
 class Plugged(Foundation):
@@ -65,14 +48,29 @@ class Plugged(Foundation):
 
     @cached_property
     def plugins(self) -> Plugins:
-        """Plugins under ~/.foya/plugins: their skills, commands and agents join the user's."""
+        """Plugins under ~/.foya/plugins: their skills, commands and agents join the user's.
+        Built on first use: while none is installed, nothing asks (`_plugin_dirs`)."""
+        from app.kernel.plugins import Plugins
+
         allow = AllowList.parse(self.settings.web_fetch_allow_hosts)  # git remotes: web_fetch's
         data = self.settings.data_dir
         return Plugins(self.home / ".foya", data, on_change=self._plugins_changed, allow=allow)
 
+    def _plugins_present(self) -> bool:
+        """Whether a plugin or a marketplace was ever installed (their directories exist)."""
+        base = self.home / ".foya"
+        return (base / "plugins").exists() or (base / "marketplaces").exists()
+
+    def _plugin_dirs(self) -> list[Path]:
+        """The enabled plugins' directories; none, with no plugin module loaded, while no
+        plugin is installed."""
+        if self.built("plugins") or self._plugins_present():
+            return self.plugins.enabled_dirs()
+        return []
+
     @cached_property
     def skills(self) -> Skills:
-        dirs = self.plugins.enabled_dirs
+        dirs = self._plugin_dirs
         data = self.settings.data_dir
         return Skills(self.home, data, self.projects, self._tool_names, plugin_dirs=dirs)
 
@@ -96,7 +94,7 @@ class Plugged(Foundation):
     @cached_property
     def agents(self) -> Agents:
         """Sub-agents: child sessions of a session, their runs, limits and the agent tools."""
-        dirs = self.plugins.enabled_dirs
+        dirs = self._plugin_dirs
         definitions = Definitions(self.home, self.projects, plugin_dirs=dirs)
         turns = LateTurns(self)
         return Agents(
@@ -272,6 +270,8 @@ class Plugged(Foundation):
         return Turns(*args, data, self.metrics, plugs, protected=protected)
 
     def _plugin_mcp_servers(self) -> list[ServerConfig]:
+        if not (self.built("plugins") or self._plugins_present()):
+            return []
         return [
             ServerConfig(**s.model_dump(exclude={"plugin_id"}, exclude_none=True))
             for s in self.plugins.mcp_servers()

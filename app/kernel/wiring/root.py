@@ -22,7 +22,8 @@ from app.kernel.review import Reviews
 from app.kernel.rewind import Rewinds
 from app.kernel.usercontext.commands import Commands
 from app.kernel.wiring.capability import Capability, Lifecycle, blocking
-from app.kernel.wiring.plugged import LateTurns, Plugged
+from app.kernel.wiring.lateturns import LateTurns
+from app.kernel.wiring.plugged import Plugged
 from app.kernel.workspace import Workspaces
 from app.staging import staging_root, sweep_staging
 
@@ -56,7 +57,7 @@ class Wiring(Plugged):
 
     @cached_property
     def commands(self) -> Commands:
-        dirs = self.plugins.enabled_dirs
+        dirs = self._plugin_dirs
         args = (self.projects, self.sessions, LateTurns(self).submit, self.workflows)
         return Commands(self.home / ".foya", *args, plugin_dirs=dirs)
 
@@ -225,7 +226,8 @@ class Wiring(Plugged):
         self.settings.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         # What a crash left staging (an import's files, a plugin install's copy) is disposable.
         sweep_staging(self.settings.data_dir)
-        self.plugins.sweep_staging()
+        if self._plugins_present():
+            self.plugins.sweep_staging()
         # Blocking, but nothing is served before start returns; a worker thread for it would
         # stay idle in the pool for good (resident memory).
         self.store.open()
