@@ -28,7 +28,7 @@ def public_names() -> set[str]:
         for name, value in vars(kernel_api).items()
         if not name.startswith("_") and name != "annotations" and type(value).__name__ != "module"
     }
-    return bound | set(kernel_api._LAZY_HOME)
+    return bound | set(kernel_api.__getattr__.homes)
 
 
 def test_all_lists_exactly_the_public_names() -> None:
@@ -46,8 +46,8 @@ def test_every_listed_name_resolves() -> None:
 
 
 def test_a_name_looked_up_on_first_use_is_its_home_modules_own() -> None:
-    for name, home in kernel_api._LAZY_HOME.items():
-        assert getattr(kernel_api, name) is getattr(importlib.import_module(home), name), name
+    for name, (home, there) in kernel_api.__getattr__.homes.items():
+        assert getattr(kernel_api, name) is getattr(importlib.import_module(home), there), name
     with pytest.raises(AttributeError, match="no_such_name"):
         _ = kernel_api.no_such_name
 

@@ -7,8 +7,23 @@ says what daylight saving time does to them); `store` is the records and `automa
 is given.
 """
 
+from typing import TYPE_CHECKING
+
 from app.kernel.automations.clock import Clock, SystemClock
-from app.kernel.automations.service import Automations
-from app.kernel.automations.store import AutomationInput, AutomationWire
+from app.kernel.lazyexports import LazyExports
+
+if TYPE_CHECKING:
+    from app.kernel.automations.service import Automations
+    from app.kernel.automations.store import AutomationInput, AutomationWire
+
+# Imported on first lookup: a start needs only the clock and the file's name while no
+# automation exists, and importing one module of a package runs its `__init__`.
+__getattr__ = LazyExports(
+    __name__,
+    {
+        "app.kernel.automations.service": ("Automations",),
+        "app.kernel.automations.store": ("AutomationInput", "AutomationWire"),
+    },
+)
 
 __all__ = ["AutomationInput", "AutomationWire", "Automations", "Clock", "SystemClock"]

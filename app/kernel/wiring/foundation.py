@@ -58,7 +58,9 @@ class Foundation:
         self.observe = observe
         self.home = Path.home()  # the user's context: ~/.foya (and ~/.agents for skills)
         self._loop_lag: asyncio.Task[None] | None = None
-        self._started = False
+        self._started = False  # the store is open
+        # The kernel's loop once every capability's start step ran (until shutdown begins).
+        self._serving: asyncio.AbstractEventLoop | None = None
 
     @cached_property
     def store(self) -> Store:

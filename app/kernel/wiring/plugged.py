@@ -17,16 +17,16 @@ for the table's names at call time.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
-from functools import cached_property
+from collections.abc import Collection
+from functools import cached_property, partial
 from typing import TYPE_CHECKING
 
-from app.kernel.agents import Agents, Definitions
 from app.kernel.mcp import McpService, ServerConfig, Timeouts
 from app.kernel.usercontext.prompt import PromptContext
 from app.kernel.usercontext.skills import Skills
 from app.kernel.web import WebSearch
 from app.kernel.web.guard import AllowList
+from app.kernel.wiring import ondisk, tools
 from app.kernel.wiring.capability import Capability, blocking
 from app.kernel.wiring.foundation import Foundation
 from app.kernel.wiring.lateturns import LateTurns
@@ -35,6 +35,7 @@ from app.kernel.workflows import Workflows
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from app.kernel.agents import Agents
     from app.kernel.background import BackgroundCommands
     from app.kernel.interactions import BrowserActions, Questions
     from app.kernel.plugins import Plugins
@@ -57,9 +58,7 @@ class Plugged(Foundation):
         return Plugins(self.home / ".foya", data, on_change=self._plugins_changed, allow=allow)
 
     def _plugins_present(self) -> bool:
-        """Whether a plugin or a marketplace was ever installed (their directories exist)."""
-        base = self.home / ".foya"
-        return (base / "plugins").exists() or (base / "marketplaces").exists()
+        return ondisk.plugins(self.home / ".foya")
 
     def _plugin_dirs(self) -> list[Path]:
         """The enabled plugins' directories; none, with no plugin module loaded, while no
@@ -93,7 +92,10 @@ class Plugged(Foundation):
 
     @cached_property
     def agents(self) -> Agents:
-        """Sub-agents: child sessions of a session, their runs, limits and the agent tools."""
+        """Sub-agents: child sessions of a session, their runs, limits and the agent tools.
+        Built at start only if runs or limits were recorded (`_start_agents`)."""
+        from app.kernel.agents import Agents, Definitions
+
         dirs = self._plugin_dirs
         definitions = Definitions(self.home, self.projects, plugin_dirs=dirs)
         turns = LateTurns(self)
@@ -136,51 +138,6 @@ class Plugged(Foundation):
         """Whether the service `name` has been built (one built on first use only once used)."""
         return name in self.__dict__
 
-    # -- the capabilities' tools, loaded with the turn core ----------------------------------------
-    # A capability's tools are read when the tool table is built, with the turn core, on the
-    # first turn (or the first use of the core): a start pays neither for their modules nor for
-    # the services behind them (questions, browser actions, background commands).
-
-    def _file_tools(self) -> Mapping[str, Tool]:
-        from app.tools import registry
-
-        return registry(self.protected)
-
-    def _context_tools(self) -> Mapping[str, Tool]:
-        from app.kernel.usercontext.tools import context_tools
-
-        return context_tools(self.prompt, self.user_context, self.projects)
-
-    def _web_tools(self) -> Mapping[str, Tool]:
-        from app.kernel.web import web_tools
-
-        return web_tools(self.web)
-
-    def _mcp_tools(self) -> Mapping[str, Tool]:
-        from app.kernel.mcp import control_tools
-
-        return {t.name: t for t in control_tools(self.mcp)}
-
-    def _interaction_tools(self) -> Mapping[str, Tool]:
-        from app.kernel.interactions import AskUser, browser_tools
-
-        return {"ask_user": AskUser(self.questions), **browser_tools(self.browser_actions)}
-
-    def _background_tools(self) -> Mapping[str, Tool]:
-        from app.tools.bash import bash_tools
-
-        return bash_tools(self.background)
-
-    def _task_tools(self) -> Mapping[str, Tool]:
-        from app.kernel.workflows import task_tools
-
-        return task_tools(self.sessions)
-
-    def _agent_tools(self) -> Mapping[str, Tool]:
-        from app.kernel.agents import agent_tools
-
-        return agent_tools(self.agents)
-
     # -- what a capability built on first use has to stop ----------------------------------------
 
     async def _stop_background(self) -> None:
@@ -191,24 +148,39 @@ class Plugged(Foundation):
         if self.built("background"):
             await self.background.end_session(session)
 
+    async def _start_agents(self) -> None:
+        """Runs a stop left unfinished become `interrupted`: only if some were recorded."""
+        if self.built("agents") or ondisk.agents(self.settings.data_dir):
+            await self.agents.start()
+
+    async def _stop_agents(self) -> None:
+        if self.built("agents"):
+            await self.agents.stop()
+
+    async def _end_agents(self, session: str) -> None:
+        if self.built("agents"):
+            await self.agents.end_session(session)
+
     def _plugs(self) -> list[Capability]:
         """The capabilities whose tools, limits and instructions the turn core is built with."""
         workflows = self.workflows
         return [
-            Capability("files", self._file_tools),
-            Capability("context", self._context_tools),
-            Capability("web", self._web_tools, start=blocking(self.web.load), close=self.web.close),
+            Capability("files", partial(tools.files, self)),
+            Capability("context", partial(tools.context, self)),
+            Capability(
+                "web", partial(tools.web, self), start=blocking(self.web.load), close=self.web.close
+            ),
             Capability(
                 "mcp",
-                self._mcp_tools,
+                partial(tools.mcp, self),
                 start=self._start_mcp,
                 shutdown=self.mcp.stop,
                 close=self.mcp.stop,
             ),
-            Capability("interactions", self._interaction_tools),
+            Capability("interactions", partial(tools.interactions, self)),
             Capability(
                 "background",
-                self._background_tools,
+                partial(tools.background, self),
                 shutdown=self._stop_background,
                 close=self._stop_background,
                 end_session=self._end_background,
@@ -216,7 +188,7 @@ class Plugged(Foundation):
             ),
             Capability(
                 "workflows",
-                self._task_tools,
+                partial(tools.tasks, self),
                 policies=(workflows.policy,),
                 instructions=(workflows.instructions,),
                 start=blocking(workflows.load),
@@ -224,10 +196,10 @@ class Plugged(Foundation):
             ),
             Capability(
                 "agents",
-                self._agent_tools,
-                start=self.agents.start,
-                close=self.agents.stop,  # its shutdown is root.py's `agent_runs`
-                end_session=self.agents.end_session,
+                partial(tools.agents, self),
+                start=self._start_agents,
+                close=self._stop_agents,  # its shutdown is root.py's `agent_runs`
+                end_session=self._end_agents,
             ),
         ]
 

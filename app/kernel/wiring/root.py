@@ -15,12 +15,12 @@ import asyncio
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from app.kernel.automations import Automations
 from app.kernel.lifecycle import cancel_and_wait
 from app.kernel.recovery import recover
 from app.kernel.review import Reviews
 from app.kernel.rewind import Rewinds
 from app.kernel.usercontext.commands import Commands
+from app.kernel.wiring import ondisk
 from app.kernel.wiring.capability import Capability, Lifecycle, blocking
 from app.kernel.wiring.lateturns import LateTurns
 from app.kernel.wiring.plugged import Plugged
@@ -28,6 +28,7 @@ from app.kernel.workspace import Workspaces
 from app.staging import staging_root, sweep_staging
 
 if TYPE_CHECKING:
+    from app.kernel.automations import Automations
     from app.kernel.canvas import Canvases
     from app.kernel.exports import Exports
     from app.kernel.imports import Imports
@@ -48,9 +49,16 @@ class Wiring(Plugged):
 
     @cached_property
     def automations(self) -> Automations:
+        """Built at start if automations were recorded; otherwise on first use, its scheduler
+        then started at once (there was nothing to load)."""
+        from app.kernel.automations import Automations
+
         data, turns = self.settings.data_dir, LateTurns(self)
         args = (data, self.sessions, turns, self.broker, self.metrics, self.clock)
-        return Automations(*args, unanswerable=self._unanswerable)
+        automations = Automations(*args, unanswerable=self._unanswerable)
+        if self._serving is not None:  # on the kernel's loop, whichever thread built it
+            self._serving.call_soon_threadsafe(automations.start)
+        return automations
 
     async def _unanswerable(self, session: str, batch: str) -> None:
         await self.questions.cancel(session, batch)
@@ -164,12 +172,12 @@ class Wiring(Plugged):
             # Teardown runs backwards: the sub-agent runs stop (recording no end) before the
             # turns do, or a child's turn the shutdown ends would read as its run's own end,
             # where the next start is to mark the run interrupted.
-            Capability("agent_runs", shutdown=self.agents.stop),
+            Capability("agent_runs", shutdown=self._stop_agents),
             Capability(
                 "automations",
                 start=self._start_automations,
-                shutdown=self.automations.stop,
-                close=self.automations.close,
+                shutdown=self._stop_automations,
+                close=self._close_automations,
             ),
             Capability("loop_lag", start=self._watch_loop_lag, close=self._stop_loop_lag),
             Capability(
@@ -197,10 +205,13 @@ class Wiring(Plugged):
         use. Cleanup a crash left undone runs in the background, while the server answers."""
         if not self._started:
             await self.lifecycle.run("start")
+            # From now on, a capability built on first use starts at once, on this loop.
+            self._serving = asyncio.get_running_loop()
 
     async def begin_shutdown(self) -> None:
         """First step of a graceful stop: end long-lived work so streams close themselves
         (in the reverse of the setup order)."""
+        self._serving = None
         await self.lifecycle.run("shutdown")
 
     async def close(self) -> None:
@@ -263,8 +274,17 @@ class Wiring(Plugged):
             await self.hooks.close()
 
     async def _start_automations(self) -> None:
-        await self.automations.load()  # a run a crash cut short becomes `failed`
-        self.automations.start()  # runs the automations missed while down, once each
+        if self.built("automations") or ondisk.automations(self.settings.data_dir):
+            await self.automations.load()  # a run a crash cut short becomes `failed`
+            self.automations.start()  # runs the automations missed while down, once each
+
+    async def _stop_automations(self) -> None:
+        if self.built("automations"):
+            await self.automations.stop()
+
+    async def _close_automations(self) -> None:
+        if self.built("automations"):
+            await self.automations.close()
 
     async def _watch_loop_lag(self) -> None:
         self._loop_lag = asyncio.create_task(self.metrics.watch_loop_lag())

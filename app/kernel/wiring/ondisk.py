@@ -1,0 +1,37 @@
+"""What on disk makes a capability start with the kernel.
+
+A capability whose start only reads what it recorded (sub-agents' runs and limits, the
+automations, the installed plugins) has nothing to do at start while it recorded nothing: it
+is then built on first use, and a start imports none of its modules. Each check reads only
+file names, from the capability's own light module.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from app.kernel.agents import limits as agent_limits
+from app.kernel.agents import runs as agent_runs
+from app.kernel.automations import store as automation_store
+
+
+def _nonempty(directory: Path) -> bool:
+    try:
+        return any(directory.iterdir())
+    except FileNotFoundError:
+        return False
+
+
+def agents(data_dir: Path) -> bool:
+    """Whether sub-agents recorded limits or runs (a start marks unfinished runs interrupted)."""
+    return (data_dir / agent_limits.FILE).exists() or _nonempty(data_dir / agent_runs.DIRECTORY)
+
+
+def automations(data_dir: Path) -> bool:
+    """Whether automations were recorded (a start schedules them and ends cut-short runs)."""
+    return (data_dir / automation_store.FILE).exists()
+
+
+def plugins(foya_home: Path) -> bool:
+    """Whether a plugin or a marketplace was ever installed (their directories exist)."""
+    return (foya_home / "plugins").exists() or (foya_home / "marketplaces").exists()
