@@ -38,6 +38,13 @@ def test_the_tool_table_is_complete_before_start(tmp_path: Path) -> None:
     assert not any(kernel.built(name) for name in LAZY)
 
 
+def test_the_start_looks_for_the_mcp_configuration_under_its_real_name() -> None:
+    from app.kernel.mcp import store
+    from app.kernel.wiring import ondisk
+
+    assert ondisk.MCP_CONFIG == store.CONFIG_FILE
+
+
 def test_lazy_capabilities_are_built_on_first_use_and_only_then_stopped(tmp_path: Path) -> None:
     with inprocess_kernel(tmp_path / "data") as rig:
         kernel = rig.kernel

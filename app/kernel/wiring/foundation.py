@@ -62,6 +62,21 @@ class Foundation:
         # The kernel's loop once every capability's start step ran (until shutdown begins).
         self._serving: asyncio.AbstractEventLoop | None = None
 
+    def _when_serving(self, start: Callable[[], object]) -> None:
+        """Start a capability built after the kernel's start: now, on the kernel's loop, or
+        soon, from another thread. Before the start, the start steps will."""
+        loop = self._serving
+        if loop is None:
+            return
+        try:
+            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            start()
+        else:
+            loop.call_soon_threadsafe(start)
+
     @cached_property
     def store(self) -> Store:
         return Store(self.settings.data_dir)

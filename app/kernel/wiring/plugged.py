@@ -21,10 +21,8 @@ from collections.abc import Collection
 from functools import cached_property, partial
 from typing import TYPE_CHECKING
 
-from app.kernel.mcp import McpService, ServerConfig, Timeouts
 from app.kernel.usercontext.prompt import PromptContext
 from app.kernel.usercontext.skills import Skills
-from app.kernel.web import WebSearch
 from app.kernel.web.guard import AllowList
 from app.kernel.wiring import ondisk, tools
 from app.kernel.wiring.capability import Capability, blocking
@@ -38,9 +36,11 @@ if TYPE_CHECKING:
     from app.kernel.agents import Agents
     from app.kernel.background import BackgroundCommands
     from app.kernel.interactions import BrowserActions, Questions
+    from app.kernel.mcp import McpService, ServerConfig
     from app.kernel.plugins import Plugins
     from app.kernel.turns.runner import Turns
     from app.kernel.turns.tooltable import ToolTable
+    from app.kernel.web import WebSearch
     from app.tools import Tool
 
 
@@ -79,16 +79,26 @@ class Plugged(Foundation):
 
     @cached_property
     def web(self) -> WebSearch:
-        """web_search and web_fetch, and the /web-search settings behind them."""
-        return WebSearch(self.settings.data_dir, self.settings.web_fetch_allow_hosts)
+        """web_search and web_fetch, and the /web-search settings behind them; built (and its
+        settings file read) on first use."""
+        from app.kernel.web import WebSearch
+
+        web = WebSearch(self.settings.data_dir, self.settings.web_fetch_allow_hosts)
+        web.load()
+        return web
 
     @cached_property
     def mcp(self) -> McpService:
-        """MCP servers: their tools are a source of the tool table."""
+        """MCP servers: their tools are a source of the tool table. Built at start only if
+        servers are configured (`_start_mcp`); built later, it starts at once."""
+        from app.kernel.mcp import McpService, Timeouts
+
         s = self.settings
         timeouts = Timeouts(s.mcp_connect_timeout, s.mcp_call_timeout, s.mcp_ping_interval)
         root, allow = self.home / ".foya", s.web_fetch_allow_hosts
-        return McpService(root, timeouts, s.mcp_registry_url, allow, web=self.web)
+        mcp = McpService(root, timeouts, s.mcp_registry_url, allow, web=self.web)
+        self._when_serving(lambda: mcp.start(self._plugin_mcp_servers()))
+        return mcp
 
     @cached_property
     def agents(self) -> Agents:
@@ -148,6 +158,10 @@ class Plugged(Foundation):
         if self.built("background"):
             await self.background.end_session(session)
 
+    async def _close_web(self) -> None:
+        if self.built("web"):
+            await self.web.close()
+
     async def _start_agents(self) -> None:
         """Runs a stop left unfinished become `interrupted`: only if some were recorded."""
         if self.built("agents") or ondisk.agents(self.settings.data_dir):
@@ -167,15 +181,13 @@ class Plugged(Foundation):
         return [
             Capability("files", partial(tools.files, self)),
             Capability("context", partial(tools.context, self)),
-            Capability(
-                "web", partial(tools.web, self), start=blocking(self.web.load), close=self.web.close
-            ),
+            Capability("web", partial(tools.web, self), close=self._close_web),
             Capability(
                 "mcp",
                 partial(tools.mcp, self),
                 start=self._start_mcp,
-                shutdown=self.mcp.stop,
-                close=self.mcp.stop,
+                shutdown=self._stop_mcp,
+                close=self._stop_mcp,
             ),
             Capability("interactions", partial(tools.interactions, self)),
             Capability(
@@ -244,13 +256,21 @@ class Plugged(Foundation):
     def _plugin_mcp_servers(self) -> list[ServerConfig]:
         if not (self.built("plugins") or self._plugins_present()):
             return []
+        from app.kernel.mcp import ServerConfig
+
         return [
             ServerConfig(**s.model_dump(exclude={"plugin_id"}, exclude_none=True))
             for s in self.plugins.mcp_servers()
         ]
 
     async def _start_mcp(self) -> None:
-        self.mcp.start(self._plugin_mcp_servers())  # servers connect in the background
+        configured = ondisk.mcp(self.home / ".foya") or self._plugins_present()
+        if self.built("mcp") or configured:
+            self.mcp.start(self._plugin_mcp_servers())  # servers connect in the background
+
+    async def _stop_mcp(self) -> None:
+        if self.built("mcp"):
+            await self.mcp.stop()
 
     async def _plugins_changed(self) -> None:
         """A plugin was installed, removed, enabled or disabled: its MCP servers follow."""

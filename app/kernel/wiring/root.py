@@ -56,8 +56,7 @@ class Wiring(Plugged):
         data, turns = self.settings.data_dir, LateTurns(self)
         args = (data, self.sessions, turns, self.broker, self.metrics, self.clock)
         automations = Automations(*args, unanswerable=self._unanswerable)
-        if self._serving is not None:  # on the kernel's loop, whichever thread built it
-            self._serving.call_soon_threadsafe(automations.start)
+        self._when_serving(automations.start)
         return automations
 
     async def _unanswerable(self, session: str, batch: str) -> None:
