@@ -131,7 +131,8 @@ def test_a_start_imports_no_capability_built_on_first_use(tmp_path: Path) -> Non
     """The real kernel, started and probed in a fresh interpreter, has not imported the modules
     of the capabilities it builds on first use (nor the surface's names from them), nor the
     turn core, its tool table and the tools, built with the first turn, nor the plugins,
-    sub-agents, automations, MCP servers and web search while none was recorded."""
+    sub-agents, automations, MCP servers, web search and plan mode while none was recorded,
+    nor the hooks, skills and commands, read with the first turn."""
     loaded = fresh_interpreter(STARTED, str(tmp_path / "data"))
     lazy = (
         *("app.kernel.canvas", "app.kernel.terminals", "app.kernel.imports", "app.kernel.exports"),
@@ -139,7 +140,12 @@ def test_a_start_imports_no_capability_built_on_first_use(tmp_path: Path) -> Non
         *("app.kernel.turns.turn", "app.kernel.turns.tooltable", "app.kernel.turns.compaction"),
         *("app.tools.bash", "app.tools.files", "app.kernel.usercontext.tools"),
         *("app.kernel.plugins", "app.kernel.agents.service", "app.kernel.automations.service"),
-        *("app.kernel.mcp", "app.kernel.web.search"),
+        *("app.kernel.mcp", "app.kernel.web.search", "app.kernel.workflows.service"),
+        *(
+            "app.kernel.hooks.service",
+            "app.kernel.usercontext.skills",
+            "app.kernel.usercontext.commands",
+        ),
     )
     early = [m for m in loaded if any(m == c or m.startswith(c + ".") for c in lazy)]
     assert early == [], f"imported by a start and two probes: {early}"

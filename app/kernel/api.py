@@ -17,7 +17,6 @@ import typing
 from app.kernel import Kernel, NotReady
 from app.kernel.connections import Connection, Models
 from app.kernel.filestate import FileAction, Status
-from app.kernel.hooks import Hook
 from app.kernel.lazyexports import LazyExports as _LazyExports
 from app.kernel.messageshape import servable
 from app.kernel.projects import ProjectInfo
@@ -27,10 +26,6 @@ from app.kernel.trust import TrustInfo
 from app.kernel.turns.inputs import TurnAccepted, TurnInput
 from app.kernel.usage import UsageReport
 from app.kernel.usercontext import Memory, MemorySettings, Rule
-from app.kernel.usercontext.commandfiles import Command
-from app.kernel.usercontext.commands import CommandExecution
-from app.kernel.usercontext.skillmodels import ScanResult, Skill
-from app.kernel.usercontext.stream import context_events
 
 if typing.TYPE_CHECKING:
     from app.kernel.agents.budget import Budget
@@ -50,6 +45,7 @@ if typing.TYPE_CHECKING:
         MissingAsset,
         NewCanvas,
     )
+    from app.kernel.hooks.config import Hook
     from app.kernel.imports import UPLOADABLE, ImportSummary, UploadForm
     from app.kernel.interactions import Answer
     from app.kernel.interactions.browser import ActionResult
@@ -63,6 +59,10 @@ if typing.TYPE_CHECKING:
     )
     from app.kernel.terminals import TerminalSnapshot
     from app.kernel.turns.compaction import Compacted
+    from app.kernel.usercontext.commandfiles import Command
+    from app.kernel.usercontext.commands import CommandExecution
+    from app.kernel.usercontext.skillmodels import ScanResult, Skill
+    from app.kernel.usercontext.stream import context_events
     from app.kernel.web.config import KINDS as SEARCH_PROVIDER_KINDS
     from app.kernel.web.config import PublicSettings as WebSearchSettings
     from app.kernel.web.results import SearchResult
@@ -91,6 +91,7 @@ __getattr__ = _LazyExports(
             "MissingAsset",
             "NewCanvas",
         ),
+        "app.kernel.hooks.config": ("Hook",),
         "app.kernel.imports": ("UPLOADABLE", "ImportSummary", "UploadForm"),
         "app.kernel.interactions": ("Answer",),
         "app.kernel.interactions.browser": ("ActionResult",),
@@ -103,6 +104,10 @@ __getattr__ = _LazyExports(
         ),
         "app.kernel.terminals": ("TerminalSnapshot",),
         "app.kernel.turns.compaction": ("Compacted",),
+        "app.kernel.usercontext.commandfiles": ("Command",),
+        "app.kernel.usercontext.commands": ("CommandExecution",),
+        "app.kernel.usercontext.skillmodels": ("ScanResult", "Skill"),
+        "app.kernel.usercontext.stream": ("context_events",),
         "app.kernel.web.config": (
             "SEARCH_PROVIDER_KINDS=KINDS",
             "WebSearchSettings=PublicSettings",

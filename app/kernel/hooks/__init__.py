@@ -46,9 +46,25 @@ breaks the rules above, as Foya words it); a bad scope or a missing `project_id`
 500 `context_item_failed` (on GET, a hand-edited file that is not valid, as Foya answers).
 """
 
-from app.kernel.hooks.config import Hook, HooksUnreadable, InvalidHooks
-from app.kernel.hooks.service import Hooks, Outcome
-from app.kernel.turns.ports import PERMISSION_REQUEST, STOP, USER_PROMPT_SUBMIT
+from typing import TYPE_CHECKING
+
+from app.kernel.lazyexports import LazyExports
+
+if TYPE_CHECKING:
+    from app.kernel.hooks.config import Hook, HooksUnreadable, InvalidHooks
+    from app.kernel.hooks.service import Hooks, Outcome
+    from app.kernel.turns.ports import PERMISSION_REQUEST, STOP, USER_PROMPT_SUBMIT
+
+# Imported on first lookup: trust reads the configuration's rules (`config`) at start, and
+# importing one module of a package runs its `__init__`; the hooks run with the turn core.
+__getattr__ = LazyExports(
+    __name__,
+    {
+        "app.kernel.hooks.config": ("Hook", "HooksUnreadable", "InvalidHooks"),
+        "app.kernel.hooks.service": ("Hooks", "Outcome"),
+        "app.kernel.turns.ports": ("PERMISSION_REQUEST", "STOP", "USER_PROMPT_SUBMIT"),
+    },
+)
 
 __all__ = [
     "PERMISSION_REQUEST",

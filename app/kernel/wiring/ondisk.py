@@ -1,9 +1,9 @@
 """What on disk makes a capability start with the kernel.
 
 A capability whose start only reads what it recorded (sub-agents' runs and limits, the
-automations, the installed plugins, the MCP configuration) has nothing to do at start while it
-recorded nothing: it is then built on first use, and a start imports none of its modules. Each
-check reads only file names, from the capability's own light module.
+automations, plan mode's workflows, the installed plugins, the MCP configuration) has nothing
+to do at start while it recorded nothing: it is then built on first use, and a start imports
+none of its modules. Each check reads only file names, from the capability's own module.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from pathlib import Path
 from app.kernel.agents import limits as agent_limits
 from app.kernel.agents import runs as agent_runs
 from app.kernel.automations import store as automation_store
+from app.kernel.workflows import records as workflow_records
 
 #: `app.kernel.mcp.store.CONFIG_FILE`, named here so that a start with no MCP configuration
 #: imports none of the MCP modules (a test holds the two equal).
@@ -44,3 +45,8 @@ def plugins(foya_home: Path) -> bool:
 def mcp(foya_home: Path) -> bool:
     """Whether the user configured MCP servers (a start connects the enabled ones)."""
     return (foya_home / MCP_CONFIG).exists()
+
+
+def workflows(data_dir: Path) -> bool:
+    """Whether plan mode recorded workflows (a deleted session's must go with it)."""
+    return (data_dir / workflow_records.FILE).exists()

@@ -21,14 +21,11 @@ from collections.abc import Collection
 from functools import cached_property, partial
 from typing import TYPE_CHECKING
 
-from app.kernel.usercontext.prompt import PromptContext
-from app.kernel.usercontext.skills import Skills
 from app.kernel.web.guard import AllowList
 from app.kernel.wiring import ondisk, tools
-from app.kernel.wiring.capability import Capability, blocking
+from app.kernel.wiring.capability import Capability
 from app.kernel.wiring.foundation import Foundation
 from app.kernel.wiring.lateturns import LateTurns
-from app.kernel.workflows import Workflows
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -38,9 +35,13 @@ if TYPE_CHECKING:
     from app.kernel.interactions import BrowserActions, Questions
     from app.kernel.mcp import McpService, ServerConfig
     from app.kernel.plugins import Plugins
+    from app.kernel.sessionrow import SessionRow
     from app.kernel.turns.runner import Turns
     from app.kernel.turns.tooltable import ToolTable
+    from app.kernel.usercontext.prompt import PromptContext
+    from app.kernel.usercontext.skills import Skills
     from app.kernel.web import WebSearch
+    from app.kernel.workflows import Workflows
     from app.tools import Tool
 
 
@@ -69,12 +70,17 @@ class Plugged(Foundation):
 
     @cached_property
     def skills(self) -> Skills:
+        from app.kernel.usercontext.skills import Skills
+
         dirs = self._plugin_dirs
         data = self.settings.data_dir
         return Skills(self.home, data, self.projects, self._tool_names, plugin_dirs=dirs)
 
     @cached_property
     def prompt(self) -> PromptContext:
+        """The system prompt's parts: the user's context and skills (read with each turn)."""
+        from app.kernel.usercontext.prompt import PromptContext
+
         return PromptContext(self.user_context, self.skills)
 
     @cached_property
@@ -128,8 +134,13 @@ class Plugged(Foundation):
 
     @cached_property
     def workflows(self) -> Workflows:
-        """Plan mode (it limits a planning session's tools) and the task list tools."""
-        return Workflows(self.settings.data_dir, self.sessions, LateTurns(self))
+        """Plan mode (it limits a planning session's tools) and the task list tools; built,
+        and `workflows.json` read, with the first turn (or a workflow route)."""
+        from app.kernel.workflows import Workflows
+
+        workflows = Workflows(self.settings.data_dir, self.sessions, LateTurns(self))
+        workflows.load()
+        return workflows
 
     @cached_property
     def questions(self) -> Questions:
@@ -158,6 +169,16 @@ class Plugged(Foundation):
         if self.built("background"):
             await self.background.end_session(session)
 
+    def _plan_policy(self, row: SessionRow) -> Collection[str] | None:
+        return self.workflows.policy(row)
+
+    def _plan_instructions(self, row: SessionRow) -> str | None:
+        return self.workflows.instructions(row)
+
+    async def _end_workflows(self, session: str) -> None:
+        if self.built("workflows") or ondisk.workflows(self.settings.data_dir):
+            await self.workflows.end_session(session)
+
     async def _close_web(self) -> None:
         if self.built("web"):
             await self.web.close()
@@ -177,7 +198,6 @@ class Plugged(Foundation):
 
     def _plugs(self) -> list[Capability]:
         """The capabilities whose tools, limits and instructions the turn core is built with."""
-        workflows = self.workflows
         return [
             Capability("files", partial(tools.files, self)),
             Capability("context", partial(tools.context, self)),
@@ -201,10 +221,9 @@ class Plugged(Foundation):
             Capability(
                 "workflows",
                 partial(tools.tasks, self),
-                policies=(workflows.policy,),
-                instructions=(workflows.instructions,),
-                start=blocking(workflows.load),
-                removed=workflows.end_session,
+                policies=(self._plan_policy,),
+                instructions=(self._plan_instructions,),
+                removed=self._end_workflows,
             ),
             Capability(
                 "agents",

@@ -19,7 +19,6 @@ from app.kernel.lifecycle import cancel_and_wait
 from app.kernel.recovery import recover
 from app.kernel.review import Reviews
 from app.kernel.rewind import Rewinds
-from app.kernel.usercontext.commands import Commands
 from app.kernel.wiring import ondisk
 from app.kernel.wiring.capability import Capability, Lifecycle, blocking
 from app.kernel.wiring.lateturns import LateTurns
@@ -33,12 +32,13 @@ if TYPE_CHECKING:
     from app.kernel.exports import Exports
     from app.kernel.imports import Imports
     from app.kernel.terminals import Terminals
+    from app.kernel.usercontext.commands import Commands
     from app.kernel.web.fetch import Fetcher
 
 #: The capabilities built on first use, by attribute name.
 LAZY = ("canvases", "terminals", "imports", "exports")
 #: The services built with the kernel (the rest of what `capabilities()` names, and these).
-EAGER = ("commands", "workspaces", "artifacts", "skills", "trust")
+EAGER = ("workspaces", "artifacts", "trust")
 
 
 class Wiring(Plugged):
@@ -64,6 +64,8 @@ class Wiring(Plugged):
 
     @cached_property
     def commands(self) -> Commands:
+        from app.kernel.usercontext.commands import Commands
+
         dirs = self._plugin_dirs
         args = (self.projects, self.sessions, LateTurns(self).submit, self.workflows)
         return Commands(self.home / ".foya", *args, plugin_dirs=dirs)
