@@ -10,7 +10,9 @@ tools, limits, instructions and life steps in one `Capability` record (`capabili
 close and a session's deletion in reverse.
 
 A new capability finds its room here: build its service as a `cached_property` of the layer it
-needs, and add its record to `_plugs` (if it plugs tools into the turn) or `capabilities()`.
+needs (importing its package there, so that a start does not), and add its record to `_plugs`
+(if it plugs tools into the turn: its loader goes in `tools`) or `capabilities()`. If its start
+only reads what it recorded, say which file in `ondisk` and start it only when that exists.
 """
 
 from app.kernel.wiring.capability import Capability, Lifecycle, Observer, Phase
