@@ -61,7 +61,9 @@ class Kernel(Operations):
         told each step of the kernel's life as it begins (tests watch the order with it)."""
         super().__init__(settings, metrics, clock=clock, replication=replication, observe=observe)
         metrics.watch_backups(settings.data_dir)
-        self.capabilities()  # builds every capability but the lazy ones
+        # Builds what the list's steps need at start (the store, projects, connections, ...);
+        # every other service waits for its first use.
+        self.capabilities()
         for name in EAGER:
             getattr(self, name)
         self._readiness: tuple[float, list[Check]] | None = None

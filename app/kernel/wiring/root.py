@@ -4,9 +4,11 @@ the capabilities built on first use, and the one ordered list that drives the ke
 `capabilities()` is that list: `start` runs it in order, `begin_shutdown` and `close` in
 reverse, and deleting a session ends the session's work in reverse order too (`Lifecycle`).
 
-Built on first use (lazy), because nothing at start needs them and most sessions never do:
-canvases (a generation a crash cut short is marked `error` when the canvases are first read),
-terminals, imports and exports. A lazy capability that was never built has nothing to stop.
+Most services are built on first use. The records of those in `_plugs` and in the list below
+are always there, and their steps do nothing for a service never built (or, at start, for one
+that recorded nothing: `ondisk`). `LAZY` ones join the list only once built, because nothing at
+start needs them and most sessions never do: canvases (a generation a crash cut short is marked
+`error` when the canvases are first read), terminals, imports and exports.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from app.tools import Tool
 
 
-class Plugged(Protocol):
+class Root(Protocol):
     """The composition root, as far as the loaders need it (`app.kernel.wiring.plugged`)."""
 
     @property
@@ -51,49 +51,49 @@ class Plugged(Protocol):
     def agents(self) -> Agents: ...
 
 
-def files(root: Plugged) -> Mapping[str, Tool]:
+def files(root: Root) -> Mapping[str, Tool]:
     from app.tools import registry
 
     return registry(root.protected)
 
 
-def context(root: Plugged) -> Mapping[str, Tool]:
+def context(root: Root) -> Mapping[str, Tool]:
     from app.kernel.usercontext.tools import context_tools
 
     return context_tools(root.prompt, root.user_context, root.projects)
 
 
-def web(root: Plugged) -> Mapping[str, Tool]:
+def web(root: Root) -> Mapping[str, Tool]:
     from app.kernel.web import web_tools
 
     return web_tools(root.web)
 
 
-def mcp(root: Plugged) -> Mapping[str, Tool]:
+def mcp(root: Root) -> Mapping[str, Tool]:
     from app.kernel.mcp import control_tools
 
     return {t.name: t for t in control_tools(root.mcp)}
 
 
-def interactions(root: Plugged) -> Mapping[str, Tool]:
+def interactions(root: Root) -> Mapping[str, Tool]:
     from app.kernel.interactions import AskUser, browser_tools
 
     return {"ask_user": AskUser(root.questions), **browser_tools(root.browser_actions)}
 
 
-def background(root: Plugged) -> Mapping[str, Tool]:
+def background(root: Root) -> Mapping[str, Tool]:
     from app.tools.bash import bash_tools
 
     return bash_tools(root.background)
 
 
-def tasks(root: Plugged) -> Mapping[str, Tool]:
+def tasks(root: Root) -> Mapping[str, Tool]:
     from app.kernel.workflows import task_tools
 
     return task_tools(root.sessions)
 
 
-def agents(root: Plugged) -> Mapping[str, Tool]:
+def agents(root: Root) -> Mapping[str, Tool]:
     from app.kernel.agents import agent_tools
 
     return agent_tools(root.agents)
