@@ -5,6 +5,7 @@ same items, and every failure reads the same."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -87,3 +88,29 @@ def test_a_configured_proxy_keeps_streams_on_the_sdk(monkeypatch: pytest.MonkeyP
     monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:9")
     assert not rawstream.direct()
     assert OpenAIProvider("http://127.0.0.1:1/v1", KEY).raw is None
+
+
+def test_a_body_encodes_each_tool_once_and_reads_back_the_same() -> None:
+    parameters: dict[str, Any] = {"type": "object", "properties": {"path": {"type": "string"}}}
+    tool: dict[str, Any] = {
+        "type": "function",
+        "function": {"name": "read", "description": "Read.", "parameters": parameters},
+    }
+    odd = {"type": "function", "function": {"name": "x"}, "strict": True}  # not a plain definition
+    body = {
+        "model": "m",
+        "messages": [{"role": "user", "content": 'héllo \\u2028 "q"'}],
+        "tools": [tool, odd],
+    }
+    encoder = rawstream.ToolsJSON()
+    first = encoder.body(body)
+    assert json.loads(first) == body
+    assert "héllo".encode() in first  # UTF-8 as is, not \u-escaped: the SDK's own encoding
+    assert encoder.body(body) == first
+    assert len(encoder._known) == 1  # the plain definition is kept, the odd one is not
+
+    described = {**tool, "function": {**tool["function"], "description": "Read a file."}}
+    again = encoder.body({**body, "tools": [described]})
+    assert json.loads(again)["tools"][0]["function"]["description"] == "Read a file."
+    assert json.loads(encoder.body({"model": "m", "tools": []})) == {"model": "m", "tools": []}
+    assert json.loads(encoder.body({"tools": [tool]})) == {"tools": [tool]}
