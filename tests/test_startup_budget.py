@@ -17,6 +17,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -80,8 +81,12 @@ print(json.dumps(app.openapi(), sort_keys=True))
 
 def fresh_interpreter(script: str, *args: str) -> Any:
     """Run `script` in a new interpreter (no FOYA_ settings) and decode the JSON of its last
-    line of output (log lines may come before it)."""
+    line of output (log lines may come before it). Its HOME and config home are its own: what
+    other tests of this worker left in the shared ones (an `~/.foya/mcp.json`) would start
+    capabilities this start must not."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("FOYA_")}
+    home = Path(tempfile.mkdtemp(prefix="start-home-"))
+    env["HOME"], env["XDG_CONFIG_HOME"] = str(home), str(home / ".config")
     out = subprocess.run(
         [sys.executable, "-c", script, *args],
         cwd=REPO,
@@ -131,11 +136,13 @@ def test_a_start_imports_no_capability_built_on_first_use(tmp_path: Path) -> Non
     """The real kernel, started and probed in a fresh interpreter, has not imported the modules
     of the capabilities it builds on first use (nor the surface's names from them), nor the
     turn core, its tool table and the tools, built with the first turn, nor the plugins,
-    sub-agents, automations, MCP servers, web search and plan mode while none was recorded,
+    sub-agents, automations, MCP servers, web search, plan mode and channels while none was
+    recorded,
     nor the hooks, skills and commands, read with the first turn."""
     loaded = fresh_interpreter(STARTED, str(tmp_path / "data"))
     lazy = (
         *("app.kernel.canvas", "app.kernel.terminals", "app.kernel.imports", "app.kernel.exports"),
+        "app.kernel.channels",
         *("app.kernel.interactions", "app.kernel.background", "app.kernel.turns.runner"),
         *("app.kernel.turns.turn", "app.kernel.turns.tooltable", "app.kernel.turns.compaction"),
         *("app.tools.bash", "app.tools.files", "app.kernel.usercontext.tools"),
