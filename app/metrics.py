@@ -223,6 +223,14 @@ class Metrics:
             ["source"],
             registry=self.registry,
         )
+        self.channel_messages = Counter(
+            "foya_channel_messages",
+            "Chat channel messages by kind (text, command, button, duplicate; reply, notice, "
+            "decision), direction (in, out) and outcome (in: started, queued, refused, failed, "
+            "a command's name, a press's result; out: sent, edited, failed).",
+            ["kind", "direction", "outcome"],
+            registry=self.registry,
+        )
 
     def record_readiness(self, checks: Iterable[CheckOutcome]) -> None:
         """Set `foya_ready{check}` from an evaluation of the readiness checks."""

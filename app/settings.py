@@ -81,6 +81,10 @@ class Settings(BaseSettings):
     litestream_bin: Path | None = None
     replica_sftp_key: Path | None = None
     replica_sftp_host_key: str | None = None
+    # Feishu channels (app.kernel.channels.feishu): the OpenAPI host (Lark: open.larksuite.com).
+    feishu_api_url: str = "https://open.feishu.cn"
+    # Telegram channels (app.kernel.channels.telegram): the Bot API host (or a local server).
+    telegram_api_url: str = "https://api.telegram.org"
 
     @field_validator("log_level")
     @classmethod

@@ -19,6 +19,7 @@ if _TESTS not in sys.path:
     sys.path.append(_TESTS)
 
 from support.fake_provider import (
+    API_KEY,
     Chunk,
     FakeProvider,
     Recorded,
@@ -31,10 +32,15 @@ from support.fake_provider import (
     text,
     usage,
 )
+from support.fake_telegram import TOKEN as TELEGRAM_TOKEN
+from support.fake_telegram import FakeTelegram, visible
 
 __all__ = [
+    "API_KEY",
+    "TELEGRAM_TOKEN",
     "Chunk",
     "FakeProvider",
+    "FakeTelegram",
     "Recorded",
     "Script",
     "answer",
@@ -44,4 +50,5 @@ __all__ = [
     "reply",
     "text",
     "usage",
+    "visible",
 ]

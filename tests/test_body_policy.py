@@ -107,6 +107,15 @@ POLICY: dict[tuple[str, str], tuple[Policy, str]] = {
     ("POST", "/canvases/{canvas_id}/generate-image"): ("refused", "handleGenerateCanvasImage"),
     ("POST", "/canvases/{canvas_id}/generate-video"): ("refused", "handleGenerateCanvasVideo"),
     ("POST", "/automations"): ("refused", "handleCreateAutomation"),
+    ("POST", "/channels"): ("refused", "handleCreateChannel"),
+    ("PUT", "/channels/{channel_id}"): ("refused", "handleUpdateChannel"),
+    ("POST", "/channels/feishu/registrations"): ("refused", "handleStartFeishuRegistration"),
+    ("POST", "/sessions/{session_id}/channel-pairings"): (
+        "refused",
+        "handleStartSessionChannelPairing",
+    ),
+    # Foya's Feishu-only versions (before channelhub): decoded as the channel update.
+    ("PUT", "/settings/feishu-bot"): ("refused", "handleUpdateFeishuBotSettings"),
     ("PUT", "/automations/{automation_id}"): ("refused", "handleUpdateAutomation"),
     # Ours only: the same body as the PUT.
     ("PATCH", "/automations/{automation_id}"): ("refused", "handleUpdateAutomation"),

@@ -60,6 +60,16 @@ ROUTE_GROUPS: tuple[RouteGroup, ...] = tuple(
             ),
         ),
         ("automations", ("/automations",)),
+        (
+            "channels",
+            (
+                "/channels",
+                "/channel-pairings",
+                "/settings/feishu-bot",
+                "/sessions/{}/channel-binding",
+                "/sessions/{}/channel-pairings",
+            ),
+        ),
         ("workflows", ("/sessions/{}/workflow",)),
         ("interactions", ("/sessions/{}/questions", "/sessions/{}/browser-actions")),
         ("plugins", ("/plugins", "/plugin-marketplaces")),

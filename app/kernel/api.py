@@ -5,9 +5,9 @@ answer, the few kernel errors and functions a route needs to shape an answer, an
 route enforces before the kernel is called. A route reaching past this surface into a kernel
 module is refused by the import contracts and by tests/test_kernel_api.py; a name a route
 needs is added here (and to `__all__`, which lists every export), so what the wire depends on
-can be read in one place. The names of the capabilities built on first use (canvas, imports,
-terminals, questions, plugins, sub-agents, automations, MCP, web search, plan mode, the turn
-core's compaction) are looked up on first use as well, by the module's `__getattr__`.
+can be read in one place. The names of the capabilities built on first use (canvas, channels,
+imports, terminals, questions, plugins, sub-agents, automations, MCP, web search, plan mode, the
+turn core's compaction) are looked up on first use as well, by the module's `__getattr__`.
 """
 
 from __future__ import annotations
@@ -45,6 +45,9 @@ if typing.TYPE_CHECKING:
         MissingAsset,
         NewCanvas,
     )
+    from app.kernel.channels.pairings import ConversationBindingWire, PairingWire
+    from app.kernel.channels.records import ChannelInput, ChannelWire, FeishuBotWire
+    from app.kernel.channels.registration import FeishuRegistrationState, RegistrationInput
     from app.kernel.hooks.config import Hook
     from app.kernel.imports import UPLOADABLE, ImportSummary, UploadForm
     from app.kernel.interactions import Answer
@@ -82,6 +85,9 @@ __getattr__ = _LazyExports(
         "app.kernel.agents.service": ("SpawnRequest",),
         "app.kernel.automations.store": ("AutomationInput", "AutomationWire"),
         "app.kernel.canvas.media": ("MAX_VIDEO_BYTES",),
+        "app.kernel.channels.pairings": ("ConversationBindingWire", "PairingWire"),
+        "app.kernel.channels.records": ("ChannelInput", "ChannelWire", "FeishuBotWire"),
+        "app.kernel.channels.registration": ("FeishuRegistrationState", "RegistrationInput"),
         "app.kernel.canvas.models": (
             "Asset",
             "AssetTooLarge",
@@ -134,6 +140,8 @@ __all__ = [
     "AutomationWire",
     "Budget",
     "CanvasChanges",
+    "ChannelInput",
+    "ChannelWire",
     "Check",
     "CheckName",
     "Command",
@@ -141,7 +149,10 @@ __all__ = [
     "Compacted",
     "Connection",
     "ContextSelection",
+    "ConversationBindingWire",
     "Document",
+    "FeishuBotWire",
+    "FeishuRegistrationState",
     "FileAction",
     "GenerationRequest",
     "Hook",
@@ -157,8 +168,10 @@ __all__ = [
     "Models",
     "NewCanvas",
     "NotReady",
+    "PairingWire",
     "Plugin",
     "ProjectInfo",
+    "RegistrationInput",
     "Rule",
     "ScanResult",
     "SearchResult",

@@ -41,6 +41,7 @@ from app.kernel.sessionsettings import (
 )
 from app.kernel.usage import payload as usage_payload
 from app.store import Store
+from app.store.channel_ledger import Receipt
 from app.store.events import SessionNotFound
 from app.store.filechanges import FileSpan
 
@@ -202,9 +203,12 @@ class Sessions:
         columns: Mapping[str, object],
         then: list[EventDraft] | None = None,
         before: list[EventDraft] | None = None,
+        *,
+        receipt: Receipt | None = None,
     ) -> Session:
         """Write row columns (stamping `updated_at_ns`) and emit `session_updated` with the new
-        Session, between the drafts in `before` and `then`, all in one transaction."""
+        Session, between the drafts in `before` and `then`, all in one transaction (with the
+        `receipt` of the chat item this write makes a turn's input, if any)."""
         stamped = {**columns, "updated_at_ns": now_ns()}
         events = await self.facts.commit(
             session,
@@ -214,6 +218,7 @@ class Sessions:
                 lambda row: EventDraft(session, k.SESSION_UPDATED, wire(session_row(row))),
                 then or [],
                 before or [],
+                receipt,
             ),
         )
         updated: Session = events[len(before or [])].payload

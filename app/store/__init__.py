@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 from app.events import Checkpoint, Event, EventDraft, FileOutcome, Message, Usage
 from app.store import (
     blobs,
+    channel_ledger,
     checkpoints,
     filechanges,
     history,
@@ -26,19 +27,26 @@ from app.store import (
     usage,
 )
 from app.store import events as log
+from app.store.channel_ledger import ChannelLedger, Receipt
+from app.store.conversations import Conversation, Conversations
 from app.store.db import Database
 from app.store.schema import SchemaTooNew, migrate
 from app.store.upkeep import RecoveryReport, Upkeep
 from app.store.usage import Boundary
 
-__all__ = ["Boundary", "RecoveryReport", "SchemaTooNew", "Store"]
+__all__ = ["Boundary", "Conversation", "RecoveryReport", "SchemaTooNew", "Store"]
 
 T = TypeVar("T")
 DB_NAME = "foya.db"
 
 
-class Store(Upkeep):
-    """Facts, projections and session rows (and, from `Upkeep`, recovery and cleanup jobs)."""
+class Store(Upkeep, Conversations, ChannelLedger):
+    """Facts, projections and session rows (and, from `Upkeep`, recovery and cleanup jobs;
+    from `Conversations`, the chats of messaging channels; from `ChannelLedger`, what their
+    conversation runtime handled and is replying).
+
+    A write that makes a chat item a turn's input takes its `receipt` and records it in the
+    same transaction (`app.store.channel_ledger`)."""
 
     def __init__(self, data_dir: Path) -> None:
         self.path = data_dir / DB_NAME
@@ -62,20 +70,31 @@ class Store(Upkeep):
 
     # -- facts -----------------------------------------------------------------------------
 
-    async def append(self, draft: EventDraft, *, journal: int | None = None) -> Event:
+    async def append(
+        self, draft: EventDraft, *, journal: int | None = None, receipt: Receipt | None = None
+    ) -> Event:
         """Store one event with its projections; forget a finished file `journal` with it."""
 
         def run(c: Any) -> Event:
             event = log.append(c, draft)
             if journal is not None:
                 journals.finish(c, journal, recorded=True)
+            _receive(c, receipt)
             return event
 
         return await self.db.write(run)
 
-    async def append_all(self, drafts: Sequence[EventDraft]) -> list[Event]:
+    async def append_all(
+        self, drafts: Sequence[EventDraft], *, receipt: Receipt | None = None
+    ) -> list[Event]:
         """Store several events atomically, in order."""
-        return await self.db.write(lambda c: log.append_all(c, drafts))
+
+        def run(c: Any) -> list[Event]:
+            events = log.append_all(c, drafts)
+            _receive(c, receipt)
+            return events
+
+        return await self.db.write(run)
 
     async def events_after(
         self, after_seq: int, limit: int = 500, session: str | None = None
@@ -197,6 +216,7 @@ class Store(Upkeep):
         updated: Callable[[dict[str, Any]], EventDraft],
         then: Sequence[EventDraft] = (),
         before: Sequence[EventDraft] = (),
+        receipt: Receipt | None = None,
     ) -> list[Event]:
         """In one transaction: append `before`, update the session row, append
         `updated(new row)` (the `session_updated` fact), then the drafts in `then`."""
@@ -207,7 +227,9 @@ class Store(Upkeep):
                 log.require_live_session(c, session)
             row = sessions.get(c, session)
             assert row is not None
-            return [*out, log.append(c, updated(row)), *(log.append(c, d) for d in then)]
+            out = [*out, log.append(c, updated(row)), *(log.append(c, d) for d in then)]
+            _receive(c, receipt)
+            return out
 
         return await self.db.write(run)
 
@@ -265,3 +287,9 @@ class Store(Upkeep):
     async def put_snapshot(self, session: str, run_id: str, message: Message) -> None:
         """Replace the session's partial-message snapshot."""
         await self.db.write(lambda c: snapshots.put(c, session, run_id, message, time.time_ns()))
+
+
+def _receive(conn: Any, receipt: Receipt | None) -> None:
+    """Record a chat item's receipt as one more statement of the caller's transaction."""
+    if receipt is not None:
+        channel_ledger.record(conn, receipt)

@@ -196,7 +196,53 @@ CREATE UNIQUE INDEX sessions_import_source ON sessions(import_source)
     WHERE import_source IS NOT NULL;
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3)
+# Messaging channels (app.kernel.channels): which chat of which channel talks to which session,
+# Foya's `channel_conversations`. A session is bound to at most one conversation across every
+# channel: the partial unique index holds it (an unbound row has the empty session).
+_V4 = """
+CREATE TABLE channel_conversations (
+    channel_id TEXT NOT NULL,
+    conversation_key TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    external_id TEXT NOT NULL,
+    display_name TEXT NOT NULL DEFAULT '',
+    active_session_id TEXT NOT NULL DEFAULT '',
+    last_seen_at_ns INTEGER NOT NULL,
+    updated_at_ns INTEGER NOT NULL,
+    PRIMARY KEY (channel_id, conversation_key)
+);
+CREATE UNIQUE INDEX channel_conversations_session_idx
+    ON channel_conversations(active_session_id) WHERE active_session_id != '';
+"""
+
+# Messaging channels' conversation runtime (app.kernel.channels.conversation): each chat item
+# handled, recorded in the transaction that made it a turn's input, so a redelivery after a crash
+# runs nothing twice (`channel_inbound`); and each reply streamed into a chat, so a restart
+# finishes the one a crash cut instead of sending it again (`channel_replies`).
+_V5 = """
+CREATE TABLE channel_inbound (
+    channel_id TEXT NOT NULL,
+    item_key TEXT NOT NULL,
+    session_id TEXT NOT NULL DEFAULT '',
+    outcome TEXT NOT NULL,
+    recorded_at_ns INTEGER NOT NULL,
+    PRIMARY KEY (channel_id, item_key)
+);
+CREATE TABLE channel_replies (
+    channel_id TEXT NOT NULL,
+    chat TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    from_seq INTEGER NOT NULL,
+    message_ids_json TEXT NOT NULL DEFAULT '[]',
+    state TEXT NOT NULL,
+    updated_at_ns INTEGER NOT NULL,
+    PRIMARY KEY (channel_id, run_id)
+);
+CREATE INDEX channel_replies_open ON channel_replies(channel_id, state);
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5)
 VERSION = len(MIGRATIONS)
 
 

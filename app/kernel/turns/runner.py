@@ -47,6 +47,7 @@ from app.kernel.turns.turn import TurnCycle
 from app.logs import get_logger
 from app.metrics import Metrics
 from app.store import Store
+from app.store.channel_ledger import Receipt
 
 STOP_GRACE = 3.0
 
@@ -147,24 +148,30 @@ class Turns:
         return await self.intake.workspace_files(session, paths)
 
     async def submit(
-        self, session: str, turn: TurnInput, command: str | None = None
+        self,
+        session: str,
+        turn: TurnInput,
+        command: str | None = None,
+        *,
+        receipt: Receipt | None = None,
     ) -> TurnAccepted:
         """Start a turn, or queue the input if the session is busy. A turn is answered
         `started` only once its opening facts are committed: one that cannot start (a full
         disk, say) is refused and leaves nothing behind. `command` names the command the input
-        was expanded from; its message records it."""
+        was expanded from; its message records it. `receipt` (a chat channel's item) is
+        recorded in the commit that makes the input the turn's or the queue's, or not at all."""
         accepted, row = await self.intake.admit(session, turn)
         if command:
             accepted["command"] = command
         queue = self.queues.of(session)
         if self.running(session) or (queue.items and queue.paused):
-            item = await self.runners.add(session, accepted)
+            item = await self.runners.add(session, accepted, receipt)
             queue.paused = False  # new input after a stop resumes the queue behind it
             self.runners.resume(session)
             return {"run_id": session, "status": "queued", "queued": item}
         run = self.runners.claim(session)  # input arriving during the opening commit is queued
         try:
-            await self.cycle.open(run, accepted, row)
+            await self.cycle.open(run, accepted, row, receipt)
         except BaseException:
             self.runners.release(run)
             self.runners.resume(session)

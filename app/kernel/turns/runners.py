@@ -17,6 +17,7 @@ from app.kernel.turns.queue import Queues, as_input
 from app.kernel.turns.run import Run
 from app.kernel.turns.turn import TurnCycle
 from app.logs import get_logger
+from app.store.channel_ledger import Receipt
 
 #: Cancel reasons that end the runner (the others, like queue_dispatch, only end one turn).
 ENDING = ("user_stop", "session_deleted", "context_cancelled")
@@ -100,16 +101,24 @@ class Runners:
 
     # -- the queue it drains ---------------------------------------------------------------------
 
-    async def queue_changed(self, session: str) -> None:
+    async def queue_changed(self, session: str, receipt: Receipt | None = None) -> None:
+        """Store and publish `queue_updated` (with the `receipt` of the chat item queued)."""
         changed: QueueUpdated = {"items": self.queues.items(session)}
-        await self.sessions.facts.emit(EventDraft(session, k.QUEUE_UPDATED, changed))
+        draft = EventDraft(session, k.QUEUE_UPDATED, changed)
+        # `Facts.commit` around our own append (not `emit`): the receipt must be a statement of
+        # the same transaction as the fact, so the chat item is recorded iff it is queued.
+        store = self.sessions.store
+        await self.sessions.facts.commit(session, lambda: store.append(draft, receipt=receipt))
 
-    async def add(self, session: str, accepted: Accepted) -> QueueItem:
+    async def add(
+        self, session: str, accepted: Accepted, receipt: Receipt | None = None
+    ) -> QueueItem:
         """Queue the input; if the `queue_updated` fact cannot be stored the item is taken out
-        again, so an input is never kept after an error answer."""
+        again, so an input is never kept after an error answer. `receipt` is recorded with
+        that fact."""
         item = self.queues.add(session, accepted)
         try:
-            await self.queue_changed(session)
+            await self.queue_changed(session, receipt)
         except BaseException:
             self.queues.remove(session, item["id"])
             raise

@@ -56,8 +56,11 @@ from app.kernel.turns.steps import Run, Steps
 from app.kernel.turns.titles import Titles
 from app.logs import get_logger
 from app.providers.base import ProviderError
+from app.store.channel_ledger import Receipt
 from app.tools.base import settled
 
+#: What of a turn's input its user message keeps.
+INPUT_FIELDS = ("skill_ref", "attachments", "browser_elements", "command", "workspace_files")
 FULL_DISK_RETRY_MAX = 30.0
 CONTINUE = "Continue working on the current task instead of ending the turn."
 Status = Literal["completed", "cancelled", "failed"]
@@ -83,30 +86,27 @@ class TurnCycle:
         self.answered = answered
         self.log = get_logger("foya.turns")
 
-    async def open(self, run: Run, turn: Accepted, row: SessionRow | None = None) -> None:
+    async def open(
+        self,
+        run: Run,
+        turn: Accepted,
+        row: SessionRow | None = None,
+        receipt: Receipt | None = None,
+    ) -> None:
         """Run the prompt's UserPromptSubmit hooks, then commit the turn's opening facts (their
-        results, user message, `turn_started`, phase) in one go; or, if they deny the prompt,
-        its refusal (the turn has then ended: `run.completed`). `row` is the session's, if the
-        caller has just read it."""
+        results, user message, `turn_started`, phase, and `receipt`: a channel's record of the
+        chat item) in one go; or, if they deny it, its refusal (the turn has then ended)."""
         run.begin(new_id(), iso_now())
-        if row is None:
-            row = await self.sessions.row(run.session)
+        row = row or await self.sessions.row(run.session)  # `row`: if the caller just read it
         prompt = await self._prompt_hooks(run, row, turn["message"])
         if prompt.decision == "deny":
-            await self._refuse(run, prompt)
+            await self._refuse(run, prompt, receipt)
             return
         user: Message = {"role": "user", "content": turn["message"], "created_at": iso_now()}
         context = input_context(turn)
-        if "skill_ref" in context:
-            user["skill_ref"] = context["skill_ref"]
-        if "attachments" in context:
-            user["attachments"] = context["attachments"]
-        if "browser_elements" in context:
-            user["browser_elements"] = context["browser_elements"]
-        if "command" in context:
-            user["command"] = context["command"]
-        if "workspace_files" in context:
-            user["workspace_files"] = context["workspace_files"]
+        for name in INPUT_FIELDS:
+            if name in context:
+                user[name] = context[name]  # type: ignore[literal-required]
         started: TurnStarted = {"run_id": run.run_id, "started_at": run.started_at}
         early = None
         try:
@@ -121,6 +121,7 @@ class TurnCycle:
                     EventDraft(run.session, k.TURN_STARTED, started, run.run_id),
                 ],
                 prompt.facts(run.session, run.run_id),
+                receipt=receipt,
             )
         except BaseException:
             await asyncio.shield(opening.discard(early))
@@ -149,21 +150,18 @@ class TurnCycle:
         task.result()  # raises what went wrong, if anything did
         return said[0]
 
-    async def _refuse(self, run: Run, prompt: HookOutcome) -> None:
+    async def _refuse(self, run: Run, prompt: HookOutcome, receipt: Receipt | None) -> None:
         """A prompt its hooks denied: their results, `error` and `turn_complete{failed}`, in one
         commit, and not the prompt itself. The turn has ended."""
         message = "User request blocked by a hook: " + prompt.feedback("Request not allowed")
-        done: TurnComplete = {
-            "run_id": run.run_id,
-            "started_at": run.started_at,
-            "completed_at": iso_now(),
-            "status": "failed",
-            "reason": "error",
-        }
+        done = _complete(run, iso_now(), "failed", "error")
         facts = prompt.facts(run.session, run.run_id)
         facts.append(EventDraft(run.session, k.ERROR, message, run.run_id))
         facts.append(EventDraft(run.session, k.TURN_COMPLETE, done, run.run_id))
-        await self.sessions.facts.emit_all(run.session, facts)
+        store = self.sessions.store
+        await self.sessions.facts.commit(
+            run.session, lambda: store.append_all(facts, receipt=receipt)
+        )
         run.completed = True
 
     async def run(self, run: Run) -> None:
@@ -282,14 +280,7 @@ class TurnCycle:
             message["turn_status"] = status
             message["turn_reason"] = reason
             closing.append(EventDraft(run.session, k.MESSAGE_END, message, run.run_id))
-        done: TurnComplete = {
-            "run_id": run.run_id,
-            "started_at": run.started_at,
-            "completed_at": completed,
-            "status": status,
-        }
-        if reason:
-            done["reason"] = reason
+        done = _complete(run, completed, status, reason)
         closing.append(EventDraft(run.session, k.TURN_COMPLETE, done, run.run_id))
         # turn_complete stays the turn's last fact; the phase change follows it.
         await self.sessions.save(run.session, {"phase": "idle"}, [], closing)
@@ -298,3 +289,12 @@ class TurnCycle:
         if status == "completed":
             self.titles.schedule(run.session)
             self.turn_completed()
+
+
+def _complete(run: Run, completed: str, status: Status, reason: str | None) -> TurnComplete:
+    done = TurnComplete(
+        run_id=run.run_id, started_at=run.started_at, completed_at=completed, status=status
+    )
+    if reason:
+        done["reason"] = reason
+    return done

@@ -1,9 +1,10 @@
 """What on disk makes a capability start with the kernel.
 
 A capability whose start only reads what it recorded (sub-agents' runs and limits, the
-automations, plan mode's workflows, the installed plugins, the MCP configuration) has nothing
-to do at start while it recorded nothing: it is then built on first use, and a start imports
-none of its modules. Each check reads only file names, from the capability's own module.
+automations, plan mode's workflows, the installed plugins, the MCP configuration, the channel
+catalogs) has nothing to do at start while it recorded nothing: it is then built on first use,
+and a start imports none of its modules. Each check reads only file names, from the
+capability's own module.
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ from app.kernel.workflows import records as workflow_records
 #: `app.kernel.mcp.store.CONFIG_FILE`, named here so that a start with no MCP configuration
 #: imports none of the MCP modules (a test holds the two equal).
 MCP_CONFIG = "mcp.json"
+#: `app.kernel.channels.catalog.FILES`' names, named here for the same reason (a test holds
+#: them equal).
+CHANNEL_CATALOGS = ("feishu-channels.json", "telegram-channels.json")
 
 
 def _nonempty(directory: Path) -> bool:
@@ -35,6 +39,11 @@ def agents(data_dir: Path) -> bool:
 def automations(data_dir: Path) -> bool:
     """Whether automations were recorded (a start schedules them and ends cut-short runs)."""
     return (data_dir / automation_store.FILE).exists()
+
+
+def channels(data_dir: Path) -> bool:
+    """Whether a channel was recorded (a start starts the enabled ones)."""
+    return any((data_dir / name).exists() for name in CHANNEL_CATALOGS)
 
 
 def plugins(foya_home: Path) -> bool:

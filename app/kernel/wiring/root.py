@@ -23,8 +23,8 @@ from app.kernel.review import Reviews
 from app.kernel.rewind import Rewinds
 from app.kernel.wiring import ondisk
 from app.kernel.wiring.capability import Capability, Lifecycle, blocking
+from app.kernel.wiring.channels import ChannelWiring
 from app.kernel.wiring.lateturns import LateTurns
-from app.kernel.wiring.plugged import Plugged
 from app.kernel.workspace import Workspaces
 from app.staging import staging_root, sweep_staging
 
@@ -43,7 +43,7 @@ LAZY = ("canvases", "terminals", "imports", "exports")
 EAGER = ("workspaces", "artifacts", "trust")
 
 
-class Wiring(Plugged):
+class Wiring(ChannelWiring):
     """Builds the kernel's services and runs their life; `Kernel` adds the operations that
     span them."""
 
@@ -182,6 +182,7 @@ class Wiring(Plugged):
                 shutdown=self._stop_automations,
                 close=self._close_automations,
             ),
+            self.channels_capability(),  # its bots stop before the turns they drive
             Capability("loop_lag", start=self._watch_loop_lag, close=self._stop_loop_lag),
             Capability(
                 "memory_keeper",
