@@ -461,7 +461,7 @@ def test_sigint_cancels_the_turn_and_exits_130(setup: Setup, tmp_path: Path) -> 
         )
         try:
             # text arrives while the turn is still streaming: it is flushed as it comes
-            wait_until(lambda: "tick 2" in out.read_text(), "streamed text", deadline=30)
+            wait_until(lambda: "tick 2" in out.read_text(), "streamed text", deadline=60)
             assert proc.poll() is None
             proc.send_signal(signal.SIGINT)
             code = proc.wait(timeout=20)
