@@ -133,7 +133,10 @@ def test_a_session_limited_to_some_tools_is_offered_and_allowed_only_those(
     results = tool_messages(turn(rig, session["id"]))
     assert results[0].get("is_error")
     assert "not allowed" in results[0]["content"]
-    offered = [t["function"]["name"] for t in rig.fake.chats(session["model"])[-1].body["tools"]]
+    offered = [
+        t["function"]["name"]
+        for t in rig.fake.chats(session["model"], streaming=True)[-1].body["tools"]
+    ]
     assert offered == ["read"]
 
 
