@@ -103,6 +103,24 @@ def write_json_atomic(path: Path, value: Any, *, mode: int = 0o600) -> None:
     write_bytes_atomic(path, data, mode=mode)
 
 
+def read_versioned_list(path: Path, version: int, key: str, what: str) -> tuple[list[Any], str]:
+    """The list under `key` of the JSON file `path` written as `{"version": version, key: [...]}`,
+    and what is wrong with the file ("" if nothing; a missing file is an empty list). `what`
+    names the file in that text. Our catalog files' one reader."""
+    try:
+        raw = json.loads(path.read_bytes())
+    except FileNotFoundError:
+        return [], ""
+    except (OSError, ValueError) as exc:
+        return [], f"unreadable: {exc}"
+    if not isinstance(raw, dict) or raw.get("version") != version:
+        return [], f"not a version {version} {what}"
+    items = raw.get(key) or []
+    if not isinstance(items, list):
+        return [], f"{key}: not a list"
+    return items, ""
+
+
 def fsync_dir(path: Path) -> None:
     """Make a rename or unlink inside `path` durable."""
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)

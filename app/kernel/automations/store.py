@@ -13,7 +13,6 @@ import asyncio
 import dataclasses
 import datetime as dt
 import functools
-import json
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -23,7 +22,7 @@ from typing import Any, Literal, NotRequired
 from typing_extensions import TypedDict
 
 from app.events import iso_time
-from app.files import write_bytes_atomic, write_json_atomic
+from app.files import read_versioned_list, write_bytes_atomic, write_json_atomic
 from app.logs import get_logger
 
 FILE = "automations.json"
@@ -188,17 +187,9 @@ class AutomationFile:
 
     def load(self) -> tuple[list[Automation], list[str]]:
         """The stored automations and what could not be read (missing file: none, none)."""
-        try:
-            raw = json.loads(self.path.read_bytes())
-        except FileNotFoundError:
-            return [], []
-        except (OSError, ValueError) as exc:
-            return [], [f"unreadable: {exc}"]
-        if not isinstance(raw, dict) or raw.get("version") != VERSION:
-            return [], [f"not a version {VERSION} automations file"]
-        tasks = raw.get("tasks") or []
-        if not isinstance(tasks, list):
-            return [], ["tasks: not a list"]
+        tasks, wrong = read_versioned_list(self.path, VERSION, "tasks", "automations file")
+        if wrong:
+            return [], [wrong]
         found, problems = [], []
         for task in tasks:
             try:

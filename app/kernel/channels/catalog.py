@@ -16,13 +16,12 @@ is copied aside to `<name>.unreadable-<unix time>` and the reason logged.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from app.files import write_bytes_atomic, write_json_atomic
+from app.files import read_versioned_list, write_bytes_atomic, write_json_atomic
 from app.kernel.channels.records import (
     LABELS,
     ChannelConfig,
@@ -124,17 +123,10 @@ class CatalogFile:
 
     def load(self) -> tuple[list[Entry], list[str]]:
         """The stored channels and what could not be read (missing file: none, none)."""
-        try:
-            raw = json.loads(self.path.read_bytes())
-        except FileNotFoundError:
-            return [], []
-        except (OSError, ValueError) as exc:
-            return [], [f"unreadable: {exc}"]
-        if not isinstance(raw, dict) or raw.get("version") != self.version:
-            return [], [f"not a version {self.version} {self.kind} channel catalog"]
-        items = raw.get("channels") or []
-        if not isinstance(items, list):
-            return [], ["channels: not a list"]
+        what = f"{self.kind} channel catalog"
+        items, wrong = read_versioned_list(self.path, self.version, "channels", what)
+        if wrong:
+            return [], [wrong]
         found: list[Entry] = []
         problems: list[str] = []
         ids: set[str] = set()
