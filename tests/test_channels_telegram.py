@@ -388,7 +388,7 @@ def test_the_token_is_in_no_log_line_and_no_error(
     texts = [caplog.text, capsys.readouterr().out, *map(str, chained), *map(repr, chained)]
     for text in texts:
         assert TOKEN not in text and bad not in text
-    assert "HTTP Request: POST" in caplog.text and "/bot<token>/getMe" in caplog.text
+    assert "HTTP Request: POST" in caplog.text and "/bot[redacted]/getMe" in caplog.text
 
 
 # --------------------------------------------------------------------------- updates

@@ -15,6 +15,7 @@ Configuration and HTTP surface:
 
 Conversation runtime and platforms:
 - `platform`: `Platform`, the one contract between the runtime and a chat platform
+- `redaction`: the platforms' credentials masked in our texts and their libraries' logs
 - `conversation`, `conversation_follow`, `conversation_recovery`, `inbound`, `decisions`,
   `replies`, `texts`: one channel's chats as turns of their sessions
 - `telegram/`, `feishu/`: the platforms, their libraries imported only when a channel of their

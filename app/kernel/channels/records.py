@@ -21,6 +21,8 @@ from typing import Literal, NotRequired, cast
 
 from typing_extensions import TypedDict
 
+from app.kernel.channels.redaction import MASK
+
 ChannelKind = Literal["feishu", "telegram"]
 #: Listing order: Foya's hub walks its providers in sorted kind order.
 KINDS: tuple[ChannelKind, ...] = ("feishu", "telegram")
@@ -62,7 +64,7 @@ class Secrets:
         """`text` with every secret replaced (error texts may quote a URL holding one)."""
         for secret in (self.token, self.app_secret):
             if secret:
-                text = text.replace(secret, "[redacted]")
+                text = text.replace(secret, MASK)
         return text
 
 

@@ -11,9 +11,7 @@ Module map:
 - `cards`: the interactive card of a message (status note, escaped markdown, buttons), and
   the splitting of long texts;
 - `api`: the OpenAPI over HTTP (tenant token cache, the one error map);
-- `registration`: `FeishuRegistrar`, the device flow on the accounts host;
-- `redaction`: app secrets, tokens and long-connection credentials masked in every text and
-  in the SDK's log records.
+- `registration`: `FeishuRegistrar`, the device flow on the accounts host.
 
 The base URL is the setting `FOYA_FEISHU_API_URL` (`https://open.feishu.cn`; Lark:
 `https://open.larksuite.com`); the accounts host of a registration is derived from it

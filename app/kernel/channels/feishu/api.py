@@ -25,8 +25,8 @@ from typing import Any
 
 import httpx
 
-from app.kernel.channels.feishu.redaction import forget, redact, remember
 from app.kernel.channels.platform import PlatformError
+from app.kernel.channels.redaction import forget, redact, remember
 
 TOKEN_PATH = "/open-apis/auth/v3/tenant_access_token/internal"  # noqa: S105 (a path)
 _EARLY = 300.0  # refresh five minutes before the token's `expire`, never with a stale one

@@ -28,13 +28,14 @@ import concurrent.futures
 import contextlib
 import importlib
 import json
+import logging
 import threading
 from collections.abc import Callable
 from typing import Any
 
 from app.kernel.channels.feishu.events import MESSAGE_EVENT
-from app.kernel.channels.feishu.redaction import quiet_sdk_logger, redact
 from app.kernel.channels.platform import PlatformError
+from app.kernel.channels.redaction import redact, watch
 
 Deliver = Callable[[str, dict[str, Any]], dict[str, Any] | None]
 GaveUp = Callable[[PlatformError], None]
@@ -63,9 +64,21 @@ def _sdk() -> Any:
     with _install_lock:
         if not isinstance(module.loop, _ThreadLoop):
             module.loop = _ThreadLoop(module.loop)
-    quiet_sdk_logger()
+    _quiet_sdk_logger()
     module.lark = lark
     return module
+
+
+def _quiet_sdk_logger() -> None:
+    """Route the SDK's `Lark` logger through ours, redacted, at WARNING and above: it comes
+    with a stdout handler of its own, which would break our one-format logs."""
+    logger = logging.getLogger("Lark")
+    for handler in list(logger.handlers):
+        if isinstance(handler, logging.StreamHandler):
+            logger.removeHandler(handler)
+    logger.setLevel(logging.WARNING)
+    # websockets logs the handshake's request line (with the URL's credentials) at DEBUG.
+    watch("Lark", "websockets.client")
 
 
 class LongConnection:

@@ -8,8 +8,7 @@ Module map:
   the bot's mention and command suffix);
 - `formatting`: an `Outbound` as Telegram HTML (escaped, status in italics), split at 4,096;
 - `bot`: the Bot API through python-telegram-bot's `Bot` and the one exception map (the only
-  module that imports the library, when a platform starts);
-- `redaction`: the bot token masked in our texts and in httpx's and the library's log records.
+  module that imports the library, when a platform starts).
 
 The base URL is the setting `FOYA_TELEGRAM_API_URL` (`https://api.telegram.org`, or a local
 Bot API server); the token goes in its path (`/bot<token>/<method>`).

@@ -35,7 +35,7 @@ from telegram.request import HTTPXRequest
 from telegram.warnings import PTBDeprecationWarning
 
 from app.kernel.channels.platform import Button, PlatformError
-from app.kernel.channels.telegram.redaction import redact
+from app.kernel.channels.redaction import redact
 
 ALLOWED_UPDATES = ("message", "callback_query")
 _NOT_MODIFIED = "message is not modified"

@@ -15,8 +15,9 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING
 
+from app.kernel.channels import redaction
 from app.kernel.channels.platform import Inbound, Outbound, PlatformError
-from app.kernel.channels.telegram import formatting, redaction
+from app.kernel.channels.telegram import formatting
 from app.kernel.channels.telegram.cursor import Cursor
 from app.kernel.channels.telegram.updates import to_inbound
 from app.logs import get_logger
@@ -28,6 +29,15 @@ DEFAULT_API_URL = "https://api.telegram.org"
 POLL_TIMEOUT = 30.0
 BACKOFF = (0.5, 30.0)  # seconds: the first retry of a failed poll, and the longest wait
 _QUERIES_KEPT = 1024  # button presses whose callback query can still be answered
+# The loggers whose records can hold a Bot API URL, and so the token.
+_LOGGERS = (
+    "httpx",
+    "httpcore",
+    "telegram",
+    "telegram.Bot",
+    "telegram.request.BaseRequest",
+    "telegram.request.HTTPXRequest",
+)
 
 Sleep = Callable[[float], Awaitable[None]]
 
@@ -49,7 +59,8 @@ class TelegramPlatform:
     ) -> None:
         if not token:
             raise PlatformError("Telegram bot token is required", permanent=True)
-        redaction.register(token)
+        redaction.remember(token)
+        redaction.watch(*_LOGGERS)
         self._token = token
         self._api_url = api_url.rstrip("/")
         self._poll_timeout = poll_timeout
@@ -144,7 +155,7 @@ class TelegramPlatform:
                 with contextlib.suppress(PlatformError, TimeoutError):
                     await asyncio.wait_for(api.updates(self._cursor.offset, 0, limit=1), 5.0)
             await api.close()
-        redaction.unregister(self._token)
+        redaction.forget(self._token)
 
     def _started(self) -> BotApi:
         if self._api is None:
