@@ -255,5 +255,27 @@ def test_a_reply_cut_by_a_crash_is_finished_after_restart_not_resent(
     assert len(fake.chats("crash-c", streaming=True)) == 1
 
 
+def test_a_message_queued_when_the_kernel_dies_is_answered_after_restart(
+    tmp_path: Path, fake: FakeProvider
+) -> None:
+    fake.push("crash-d", [text("Busy"), sleep(30), finish()])
+    fake.push("crash-d", [text("Queued one answered."), finish()])
+    item(tmp_path, "u1", "first")
+    proc = start(tmp_path, fake, "crash-d")
+    until("the first reply", lambda: "Busy" in str(final(tmp_path)), proc)
+    item(tmp_path, "u2", "second")
+    until("the queued notice", lambda: "Queued" in str(final(tmp_path)), proc)
+    until("the ack", lambda: len(lines(tmp_path / "acks.jsonl")) == 2, proc)
+    stopped(proc)  # SIGKILL: the queue was only in memory, and in its stored fact
+    proc = start(tmp_path, fake, "crash-d")
+    try:
+        until("the answer", lambda: "Queued one answered." in final(tmp_path).values(), proc)
+    finally:
+        stopped(proc)
+    users = [m for m in stored_messages(tmp_path) if m[0] == "user"]
+    assert users == [("user", "first"), ("user", "second")]
+    assert len(fake.chats("crash-d", streaming=True)) == 2  # each message asked once
+
+
 if __name__ == "__main__":
     asyncio.run(child(Path(sys.argv[1]), sys.argv[2], sys.argv[3]))

@@ -242,7 +242,13 @@ CREATE TABLE channel_replies (
 CREATE INDEX channel_replies_open ON channel_replies(channel_id, state);
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5)
+# Each session's queue is its last `queue_updated` (app.kernel.turns.queue): a start finds them
+# without scanning every event.
+_V6 = """
+CREATE INDEX events_queues ON events(session_id, seq) WHERE kind = 'queue_updated';
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6)
 VERSION = len(MIGRATIONS)
 
 

@@ -6,6 +6,7 @@ cleanup sweep. `Store` inherits it; its methods run on the store thread like eve
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -43,6 +44,11 @@ class Upkeep:
 
         return await self.db.write(run)
 
+    async def waiting_queues(self) -> list[tuple[str, int, list[Any]]]:
+        """Each live session's queue as its last `queue_updated` left it, when not empty:
+        (session, that fact's seq, its items)."""
+        return await self.db.read(_waiting_queues)
+
     async def finish_journal(self, journal: int) -> None:
         await self.db.write(lambda c: journals.finish(c, journal))
 
@@ -71,3 +77,14 @@ class Upkeep:
     async def prune(self) -> int:
         """Apply file-change retention now; return rows pruned."""
         return await self.db.write(lambda c: retention.prune(c, time.time_ns()))
+
+
+def _waiting_queues(c: Any) -> list[tuple[str, int, list[Any]]]:
+    rows = c.execute(
+        "SELECT e.session_id, e.seq, e.payload_json FROM events e"
+        " JOIN (SELECT session_id, max(seq) AS seq FROM events"
+        "       WHERE kind = 'queue_updated' GROUP BY session_id) last ON e.seq = last.seq"
+        " JOIN sessions s ON s.id = e.session_id"
+        " WHERE json_array_length(e.payload_json, '$.items') > 0 ORDER BY e.seq"
+    ).fetchall()
+    return [(session, seq, json.loads(payload)["items"]) for session, seq, payload in rows]

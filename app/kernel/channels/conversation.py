@@ -1,10 +1,6 @@
 """The conversation runtime: one channel's bot, given its `Platform` (the channel package's map).
 
-Module map: `inbound` (who may talk, commands, a stranger's one refusal), `texts` (what is
-said, en-US and zh-CN), `replies` (a reply streamed into a chat, paced and durable),
-`conversation_parts` (what it needs of the kernel), `conversation_follow` (a bound chat
-follows its session's events), `decisions` (approvals and questions as buttons),
-`conversation_recovery` (finishing replies a crash cut).
+Its parts (`inbound`, `texts`, `replies`, `decisions`, `conversation_*`) are in the package's map.
 
 Each inbound item, one at a time, in order:
 
@@ -36,7 +32,7 @@ from app.failpoints import failpoint
 from app.jsontypes import JSONObject
 from app.kernel.channels.conversation_follow import Follower
 from app.kernel.channels.conversation_parts import ConversationParts
-from app.kernel.channels.conversation_recovery import Unfinished, finish_open
+from app.kernel.channels.conversation_recovery import Unfinished, finish_open, restored
 from app.kernel.channels.decisions import Decisions
 from app.kernel.channels.inbound import ChannelSettings, Command, Refusals, allowed, command
 from app.kernel.channels.platform import Inbound, Outbound, Platform
@@ -89,19 +85,15 @@ class Conversation:
             await asyncio.wait(self._stopping)
 
     async def recover(self) -> None:
-        """Finish the replies a crash cut; follow again those of turns still running."""
-        parts = self.parts
-        left = await finish_open(
-            self.channel.id,
-            parts.store,
-            self.writer,
-            self.texts,
-            self.platform.max_text,
-            parts.turns.running,
-        )
-        for unfinished in left:
+        """Finish the replies a crash cut; follow again those of turns still running, and the
+        sessions whose queued messages a start put back."""
+        parts, max_text = self.parts, self.platform.max_text
+        args = (self.channel.id, parts.store, self.writer, self.texts, max_text)
+        for unfinished in await finish_open(*args, parts.turns.running):
             row = unfinished.reply.row
             await self._follower(row.chat, row.session_id, unfinished)
+        for chat, session, seq in await restored(self.channel.id, parts.store, parts.queues):
+            await self._follower(chat, session, cursor=seq)
 
     async def handle(self, item: Inbound) -> None:
         """Handle one item (see the module's docstring); never raises but a cancel."""
@@ -262,9 +254,11 @@ class Conversation:
     async def say(self, chat: str, text: str) -> None:
         await self.writer(chat).send(Outbound(text), "notice")
 
-    async def _follower(self, chat: str, session: str, adopt: Unfinished | None = None) -> Follower:
+    async def _follower(
+        self, chat: str, session: str, adopt: Unfinished | None = None, cursor: int | None = None
+    ) -> Follower:
         """The chat's follower of `session` (replacing one of another session), continuing
-        `adopt` if given."""
+        `adopt` if given, replaying what was stored after `cursor` if given."""
         current = self.followers.get(chat)
         if current is not None and current.session == session:
             return current
@@ -273,7 +267,8 @@ class Conversation:
             self._stopping.add(task)
             task.add_done_callback(self._stopping.discard)
         parts = (self.parts.store, self.parts.broker, self.parts.sessions)
-        head = await self.parts.store.head_seq()  # before subscribing: see `Follower`
+        if cursor is None:
+            cursor = await self.parts.store.head_seq()  # before subscribing: see `Follower`
         follower = Follower(
             self.channel.id,
             session,
@@ -282,7 +277,7 @@ class Conversation:
             self.decisions,
             self.texts,
             self.platform.max_text,
-            head,
+            cursor,
         )
         self.followers[chat] = follower
         if adopt is None:

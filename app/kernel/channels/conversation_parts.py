@@ -27,6 +27,10 @@ class TurnsPort(Protocol):
 
 
 class QueuesPort(Protocol):
+    """`app.kernel.turns.queue.Queues`."""
+
+    restored: dict[str, int]
+
     def items(self, session: str) -> list[Any]: ...
 
 

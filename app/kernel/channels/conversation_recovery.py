@@ -16,6 +16,7 @@ from typing import Any
 
 from app import events as k
 from app.kernel.channels.conversation_follow import content, final_text
+from app.kernel.channels.conversation_parts import QueuesPort
 from app.kernel.channels.replies import Reply, Shape, Writer
 from app.kernel.channels.texts import Texts
 from app.store import Store
@@ -84,3 +85,16 @@ async def finish_open(
         done = run.done or {"status": "failed", "reason": "interrupted"}
         await reply.close(final_text(texts, run.said, done, run.error))
     return left
+
+
+async def restored(channel_id: str, store: Store, queues: QueuesPort) -> list[tuple[str, str, int]]:
+    """(chat, session, seq) of each chat of the channel whose session's queue a start put back
+    (`Queues.restored`): its follower replays from that seq, so a queued message whose turn ran
+    before the channel was up is shown too. Each is taken once, by its channel."""
+    found = []
+    for session, seq in list(queues.restored.items()):
+        bound = await store.conversation_of(session)
+        if bound is not None and bound.channel_id == channel_id:
+            del queues.restored[session]
+            found.append((bound.external_id, session, seq))
+    return found

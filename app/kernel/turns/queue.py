@@ -1,10 +1,13 @@
-"""Per-session input queues (in memory, like Foya's: a restart loses them).
+"""Per-session input queues, in memory while the kernel runs.
 
-Every change is reported by the caller as a stored, must-delivered `queue_updated{items}`.
+Every change is reported by the caller as a stored, must-delivered `queue_updated{items}`, so
+each session's last one is its queue: a start puts it back (`restore_all`), where Foya's
+restart loses it. `restored` keeps the seq of the fact each queue came back from.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from app.errors import BadRequest, NotFound
@@ -33,6 +36,16 @@ class Queues:
 
     def __init__(self) -> None:
         self._queues: dict[str, SessionQueue] = {}
+        self.restored: dict[str, int] = {}  # session → seq of the `queue_updated` restored
+
+    def restore_all(self, waiting: Iterable[tuple[str, int, list[QueueItem]]]) -> list[str]:
+        """Put back the queues a stop left (session, seq, items); returns their sessions."""
+        for session, seq, items in waiting:
+            queue = self.of(session)
+            queue.items = [item.copy() for item in items]
+            _renumber(queue)
+            self.restored[session] = seq
+        return list(self.restored)
 
     def of(self, session: str) -> SessionQueue:
         return self._queues.setdefault(session, SessionQueue())
@@ -105,6 +118,7 @@ class Queues:
 
     def drop(self, session: str) -> None:
         self._queues.pop(session, None)
+        self.restored.pop(session, None)
 
 
 def as_input(item: QueueItem) -> Accepted:

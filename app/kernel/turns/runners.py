@@ -65,8 +65,10 @@ class Runners:
                 if item is None:
                     return
                 try:
-                    await self.queue_changed(run.session)
-                    await self.cycle.open(run, as_input(item))
+                    # The queue it left is stored with the turn's opening: a crash between
+                    # the two could otherwise lose the input, or run it twice after a restart.
+                    left = self._queue_fact(run.session)
+                    await self.cycle.open(run, as_input(item), before=[left])
                 except Exception:
                     # The turn never started (nothing of it is stored): keep the input queued
                     # and paused, so it is neither lost nor retried in a loop.
@@ -103,12 +105,15 @@ class Runners:
 
     async def queue_changed(self, session: str, receipt: Receipt | None = None) -> None:
         """Store and publish `queue_updated` (with the `receipt` of the chat item queued)."""
-        changed: QueueUpdated = {"items": self.queues.items(session)}
-        draft = EventDraft(session, k.QUEUE_UPDATED, changed)
+        draft = self._queue_fact(session)
         # `Facts.commit` around our own append (not `emit`): the receipt must be a statement of
         # the same transaction as the fact, so the chat item is recorded iff it is queued.
         store = self.sessions.store
         await self.sessions.facts.commit(session, lambda: store.append(draft, receipt=receipt))
+
+    def _queue_fact(self, session: str) -> EventDraft:
+        changed: QueueUpdated = {"items": self.queues.items(session)}
+        return EventDraft(session, k.QUEUE_UPDATED, changed)
 
     async def add(
         self, session: str, accepted: Accepted, receipt: Receipt | None = None

@@ -17,13 +17,10 @@
    cancelled), a failure stores `error` first. On a full disk the closing facts are retried
    until there is room: clients and the session's phase wait for `turn_complete`.
 
-Where `UserPromptSubmit` runs, and why there: as in Foya, before anything of the turn is stored
-(a denied prompt leaves no user message; the model never sees it); and, since a turn is answered
-`started` only once its opening facts (or its refusal) are committed, before that answer. So
-`POST …/turns` waits for those hooks, which run side by side: at most the longest timeout among
-them, after which a hook is killed and counts as an error. Queued input runs them in the
-session's runner when it leaves the queue. They run as the turn's task (`run.turn`): a cancel
-of the turn kills them, and the turn then opens and ends cancelled, as Foya's does.
+`UserPromptSubmit` runs, as in Foya, before anything of the turn is stored, so `POST …/turns`
+waits for those hooks (side by side, each killed at its timeout); queued input runs them when it
+leaves the queue. They run as the turn's task: a cancel kills them, and the turn then opens and
+ends cancelled, as Foya's does.
 """
 
 from __future__ import annotations
@@ -31,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Literal
 
 from app import events as k
@@ -92,15 +89,17 @@ class TurnCycle:
         turn: Accepted,
         row: SessionRow | None = None,
         receipt: Receipt | None = None,
+        before: Sequence[EventDraft] = (),
     ) -> None:
-        """Run the prompt's UserPromptSubmit hooks, then commit the turn's opening facts (their
-        results, user message, `turn_started`, phase, and `receipt`: a channel's record of the
-        chat item) in one go; or, if they deny it, its refusal (the turn has then ended)."""
+        """Run the prompt's UserPromptSubmit hooks, then commit `before` (the queue the input
+        left) and the opening facts (hooks' results, user message, `turn_started`, phase, the
+        chat item's `receipt`) in one go; or, if the hooks deny it, its refusal."""
         run.begin(new_id(), iso_now())
         row = row or await self.sessions.row(run.session)  # `row`: if the caller just read it
         prompt = await self._prompt_hooks(run, row, turn["message"])
+        facts = [*before, *prompt.facts(run.session, run.run_id)]
         if prompt.decision == "deny":
-            await self._refuse(run, prompt, receipt)
+            await self._refuse(run, prompt, facts, receipt)
             return
         user: Message = {"role": "user", "content": turn["message"], "created_at": iso_now()}
         context = input_context(turn)
@@ -120,7 +119,7 @@ class TurnCycle:
                     EventDraft(run.session, k.MESSAGE_END, user, run.run_id),
                     EventDraft(run.session, k.TURN_STARTED, started, run.run_id),
                 ],
-                prompt.facts(run.session, run.run_id),
+                facts,
                 receipt=receipt,
             )
         except BaseException:
@@ -150,12 +149,13 @@ class TurnCycle:
         task.result()  # raises what went wrong, if anything did
         return said[0]
 
-    async def _refuse(self, run: Run, prompt: HookOutcome, receipt: Receipt | None) -> None:
-        """A prompt its hooks denied: their results, `error` and `turn_complete{failed}`, in one
-        commit, and not the prompt itself. The turn has ended."""
+    async def _refuse(
+        self, run: Run, prompt: HookOutcome, facts: list[EventDraft], receipt: Receipt | None
+    ) -> None:
+        """A denied prompt: `facts`, `error` and `turn_complete{failed}` in one commit (not
+        the prompt itself). The turn has ended."""
         message = "User request blocked by a hook: " + prompt.feedback("Request not allowed")
         done = _complete(run, iso_now(), "failed", "error")
-        facts = prompt.facts(run.session, run.run_id)
         facts.append(EventDraft(run.session, k.ERROR, message, run.run_id))
         facts.append(EventDraft(run.session, k.TURN_COMPLETE, done, run.run_id))
         store = self.sessions.store

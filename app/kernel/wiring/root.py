@@ -260,6 +260,9 @@ class Wiring(ChannelWiring):
 
     async def _recover(self) -> None:
         await recover(self.store)  # turns a crash cut short are completed as interrupted
+        if waiting := await self.store.waiting_queues():  # builds the turn core only if so
+            for session in self.queues.restore_all(waiting):
+                self.turns.runners.resume(session)  # as when the turn ahead of them ended
 
     async def _stop_all_turns(self) -> None:
         if self.built("turns"):  # none ran if the turn core was never built
