@@ -19,10 +19,9 @@ git URL; a remote git host is out of reach here); the MCP registry is the loopba
 is pointed at (`FOYA_MCP_REGISTRY_URL`). Video generation posts to a `seedance` `video`
 connection on the fake video provider (tests/support/fake_video_provider.py).
 
-Not served yet, so not in the table (a later issue): the channels — `list_channels`,
-`create_channel`, `update_channel`, `delete_channel`, `start_feishu_registration`,
-`get_feishu_registration`, `cancel_feishu_registration`, `get_feishu_bot_settings`,
-`update_feishu_bot_settings` (and the host's channel-binding / channel-pairing commands).
+The channels' commands (`list_channels`, `create_channel`, `update_channel`,
+`delete_channel`, the Feishu registration and bot settings, the channel binding and pairing)
+are in tests/test_desktop_contract_channels.py.
 Desktop-only commands (no kernel request): the SSH and kernel-connection settings, the local file
 browser and external editors, and the embedded browser's window commands.
 SSE kinds the stores handle that no offline run can produce: `subagent_interrupted` (a kernel

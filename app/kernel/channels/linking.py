@@ -6,35 +6,70 @@ sub-agent's session is `session_not_found`. Pairing checks, in Foya's order: the
 approval mode (`auto` or `full_access`, else 409 `interactive_session`: nobody in a chat can
 answer an approval), a `channel_id` (trimmed for the lookup), the channel, then that it is
 enabled and running (409 `channel_pairing_failed`).
+
+A channel's start runs in the background (app.kernel.channels.runtime), but Foya's managers
+answer once their bot is started, and the desktop acts on that answer: it reads `running` from
+a create or a `PUT` and pairs straight away. So a change, and a pairing, first wait for a start
+in flight to end (`started`: `Channels.register_runner` wraps each runner so that every start
+tells when it ended), up to `START_WAIT` seconds: the answer then says `running`, or `error`
+with why.
 """
 
 from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
 
 from app.errors import BadRequest
 from app.kernel.channels.bindings import Bindings
 from app.kernel.channels.catalog import Entry
 from app.kernel.channels.errors import (
     NOT_EXIST,
+    ChannelNotFound,
     ChannelSessionNotFound,
+    ChannelsUnavailable,
     InteractiveSession,
     PairingFailed,
     RegistrationFailed,
     RegistrationNotFound,
 )
 from app.kernel.channels.pairings import ConversationBindingWire, Pairings, PairingWire
+from app.kernel.channels.records import ChannelConfig, Secrets
 from app.kernel.channels.registration import (
     FeishuRegistrationState,
     Registrar,
     RegistrationInput,
     normalised,
 )
-from app.kernel.channels.runtime import Runs
+from app.kernel.channels.runtime import ChannelRunner, Runs
 from app.kernel.sessionrow import SessionRow
 from app.kernel.sessions import Sessions
 from app.store.events import SessionNotFound
 
 #: Approval modes a chat-bound session may have: nobody in a chat answers an approval.
 UNATTENDED = ("auto", "full_access")
+#: How long a change or a pairing waits for a channel's start in flight (a platform's first
+#: round trips).
+START_WAIT = 5.0
+
+
+class _Watched:
+    """A `ChannelRunner` whose every start, once it returned or raised (or was cancelled),
+    calls `ended`. The run state is set right after, before anything else runs."""
+
+    def __init__(self, runner: ChannelRunner, ended: Callable[[], None]) -> None:
+        self.runner, self.ended = runner, ended
+
+    async def start(self, channel: ChannelConfig, secrets: Secrets) -> None:
+        try:
+            await self.runner.start(channel, secrets)
+        finally:
+            self.ended()
+
+    async def stop(self, channel_id: str) -> None:
+        await self.runner.stop(channel_id)
 
 
 class Linking:
@@ -47,6 +82,7 @@ class Linking:
 
     def __init__(self) -> None:
         self._registrar: Registrar | None = None
+        self._ended = asyncio.Event()  # set (and replaced) as any channel's start ends
 
     def available(self) -> None:
         raise NotImplementedError
@@ -63,6 +99,30 @@ class Linking:
         if row is None or row["parent_id"] is not None:
             raise ChannelSessionNotFound("session not found")
         return row
+
+    def _starting(self, channel_id: str) -> bool:
+        try:
+            config, _ = self.entry(channel_id)
+        except (ChannelNotFound, ChannelsUnavailable):  # deleted meanwhile, or shut down
+            return False
+        # Enabled, a runner for its kind, no result yet: its start is under way.
+        waiting = config.enabled and config.kind in self.runs.runners
+        return waiting and self.runs.state(config.id) == ("stopped", "")
+
+    def watched(self, runner: ChannelRunner) -> ChannelRunner:
+        """`runner`, saying when each of its starts ends (what `started` waits for)."""
+        return _Watched(runner, self._start_ended)
+
+    def _start_ended(self) -> None:
+        self._ended.set()
+        self._ended = asyncio.Event()
+
+    async def started(self, channel_id: str) -> None:
+        """Wait, up to `START_WAIT` s, while the channel's start is under way."""
+        deadline = time.monotonic() + START_WAIT
+        while self._starting(channel_id) and (left := deadline - time.monotonic()) > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._ended.wait(), left)
 
     # -- bindings ------------------------------------------------------------------------------
 
@@ -95,6 +155,7 @@ class Linking:
         if channel_id == "":
             raise BadRequest("channel_id is required")
         config, _ = self.entry(channel_id.strip(), NOT_EXIST)
+        await self.started(config.id)
         status, last_error = self.runs.state(config.id)
         if not config.enabled:
             raise PairingFailed("messaging channel is disabled")

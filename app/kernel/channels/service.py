@@ -4,7 +4,8 @@ the pairings and bindings of their chats, and Feishu's QR registration.
 Listing: every Feishu channel first, then every Telegram one, each kind in creation order.
 `PUT` replaces every setting, except that a blank secret (token, app secret) or name keeps the
 stored one, so a secret cannot be cleared through the API. Every create and `PUT` of an enabled
-channel (re)starts it, even unchanged; disabling or deleting stops it. Deleting a channel also
+channel (re)starts it, even unchanged, and answers once that start ended (or after
+`linking.START_WAIT`); disabling or deleting stops it. Deleting a channel also
 deletes its conversations; pairings naming it stay readable but can never complete.
 
 The session side (binding, pairing) is `app.kernel.channels.linking`, which this class
@@ -120,7 +121,7 @@ class Channels(Linking):
 
     def register_runner(self, kind: ChannelKind, runner: ChannelRunner) -> None:
         """Run `kind`'s channels with `runner` (built with `report` as its status callback)."""
-        self.runs.register(kind, runner)
+        self.runs.register(kind, self.watched(runner))
 
     def available(self) -> None:
         """Raise `ChannelsUnavailable` once the channels are stopped."""
@@ -166,6 +167,7 @@ class Channels(Linking):
                 config = dataclasses.replace(config, name=name)
             await self._save(config, secrets, InvalidChannel)
             await self.runs.start(config, secrets)
+        await self.started(config.id)
         return self.get(config.id)
 
     async def replace(self, channel_id: str, given: ChannelInput) -> ChannelWire:
@@ -182,6 +184,7 @@ class Channels(Linking):
             )
             await self._save(config, secrets, InvalidChannelUpdate)
             await self.runs.start(config, secrets)
+        await self.started(config.id)
         return self.get(config.id)
 
     async def _save(
@@ -225,8 +228,8 @@ class Channels(Linking):
     ) -> tuple[ChannelWire, str]:
         """A scan's end: update the Feishu channel of the same app id (its name kept, the
         allow-lists joined, `allow_all` if either, the new secret, enabled), else create one
-        from `given`; the scanner may talk to it. The channel, and an error if it did not
-        start (it starts in the background: none here)."""
+        from `given`; the scanner may talk to it. The channel, and why it did not start, if
+        it did not."""
         users = (*given.allowed_users, found.open_id)
         old = next((e for e in self._items["feishu"].values() if e[0].app_id == found.app_id), None)
         chats, allow_all, name = given.allowed_chats, given.allow_all, given.name
