@@ -2,9 +2,11 @@
 on loopback (tests/support/fake_telegram.py) and runs its turns against the fake provider.
 
 A chat message runs a turn whose reply streams into the chat; a stranger is refused once; a
-button approves a tool call; the platform's 429 and 5xx are waited out; and a kill at the
-failpoints between receiving an update and committing it, and between committing and
-acknowledging it, neither loses the message nor answers it twice.
+button approves a tool call; `/bind CODE` pairs a chat with a session; the platform's 429 and
+5xx are waited out; a kill at the failpoints between receiving an update and committing it,
+and between committing and acknowledging it, neither loses the message nor answers it twice;
+and a reply cut by a kill after its first message went out is finished by an edit after the
+restart, never sent again.
 """
 
 from __future__ import annotations
@@ -16,7 +18,16 @@ from typing import Any
 
 import httpx
 import pytest
-from support.fake_provider import FakeProvider, answer, call, connect, tools
+from support.fake_provider import (
+    FakeProvider,
+    answer,
+    call,
+    connect,
+    finish,
+    sleep,
+    text,
+    tools,
+)
 from support.fake_telegram import TOKEN, FakeTelegram, visible
 from support.helpers import Kernel, Launcher, base_env
 
@@ -118,7 +129,11 @@ def test_a_tool_call_is_approved_by_a_button(
         approve = next(b for b in markup["inline_keyboard"][0] if b["text"] == "Approve")
         tg.push_button(chat=CHAT, message_id=message_id, data=approve["callback_data"])
         until(lambda: any("all done" in t for t in texts(tg, CHAT)), "the reply after the tool")
-        assert not tg.messages(CHAT)[0][2]  # the buttons were replaced by the outcome
+        outcome = until(
+            lambda: next((t for mid, t, m in tg.messages(CHAT) if mid == message_id and not m), ""),
+            "the buttons replaced by the outcome",
+        )
+        assert visible(outcome).endswith("Approved.")
         tool_result = fake.chats("e2e-b", streaming=True)[-1].body["messages"][-1]
         assert "approved-run" in str(tool_result)
 
@@ -149,3 +164,68 @@ def test_a_kill_around_the_commit_neither_loses_nor_repeats_a_message(
             time.sleep(1.0)
     assert len(fake.chats(model, streaming=True)) == (1 if point == "channel.received" else asked)
     assert sum("exactly once" in t for t in texts(tg, CHAT)) <= 1  # and at most one reply
+
+
+def test_bind_pairs_a_chat_with_a_session(
+    spawn: Launcher, short_dir: Path, fakes: tuple[FakeProvider, FakeTelegram]
+) -> None:
+    fake, tg = fakes
+    kernel = serve(spawn, short_dir, tg)
+    with kernel.client() as client:
+        channel_id = channel(client, "e2e-c", fake)
+        connection = client.get(f"/channels/{channel_id}").json()["connection_id"]
+        fields = {"connection_id": connection, "model": "e2e-paired", "approval_mode": "auto"}
+        session = client.post("/sessions", json=fields).json()["id"]
+        pairing = client.post(
+            f"/sessions/{session}/channel-pairings", json={"channel_id": channel_id}
+        )
+        assert pairing.status_code == 201, pairing.text
+        # The stranger is not allowed: the code alone lets his chat in.
+        code = pairing.json()["code"]
+        tg.push_message(chat=11, text=f"/bind {code}", user=STRANGER, username="eve")
+        until(lambda: texts(tg, 11), "the pairing's answer")
+        assert texts(tg, 11) == ["This chat is now connected to Foya."]
+        binding = client.get(f"/sessions/{session}/channel-binding").json()
+        assert (binding["channel_id"], binding["external_id"]) == (channel_id, "11")
+        assert binding["active_session_id"] == session
+
+        fake.push("e2e-paired", answer("in the paired session"))
+        tg.push_message(chat=11, text="hello session", user=STRANGER, username="eve")
+        until(lambda: "in the paired session" in texts(tg, 11), "the reply")
+        (request,) = fake.chats("e2e-paired", streaming=True)  # the session's model
+        assert request.messages[-1] == {"role": "user", "content": "hello session"}
+        assert [s["id"] for s in client.get("/sessions").json()] == [session]
+
+        assert client.delete(f"/sessions/{session}/channel-binding").status_code == 204
+        assert client.get(f"/sessions/{session}/channel-binding").json() is None
+        tg.push_message(chat=11, text="still there?", user=STRANGER, username="eve")
+        until(lambda: len(texts(tg, 11)) == 3, "the refusal")
+        assert str(STRANGER) in texts(tg, 11)[-1]  # unbound: a stranger again
+        until(lambda: not tg.pending(), "every update confirmed")
+        assert len(fake.chats("e2e-paired", streaming=True)) == 1
+
+
+def test_a_reply_cut_by_a_kill_is_finished_after_the_restart_not_sent_again(
+    spawn: Launcher, short_dir: Path, fakes: tuple[FakeProvider, FakeTelegram]
+) -> None:
+    fake, tg = fakes
+    model = "e2e-cut"
+    first = serve(spawn, short_dir, tg)
+    with first.client() as client:
+        channel(client, model, fake)
+    first.stop()
+    dying = serve(spawn, short_dir, tg, FOYA_FAILPOINT="channel.reply_sent:1")
+    fake.push(model, [text("Partial"), sleep(5), text(" never"), finish()])
+    tg.push_message(chat=CHAT, text="go", user=USER)
+    assert dying.wait_exit() == 137
+    ((cut, _, _),) = tg.messages(CHAT)  # the reply's first message went out, then the kill
+    again = serve(spawn, short_dir, tg)
+    with again.client():
+        until(
+            lambda: texts(tg, CHAT)[-1].endswith("(The reply was interrupted.)"),
+            "the cut reply finished",
+        )
+        until(lambda: not tg.pending(), "the update confirmed")
+    assert [mid for mid, _, _ in tg.messages(CHAT)] == [cut]  # edited, never sent again
+    assert len(tg.calls("sendMessage")) == 1
+    assert len(fake.chats(model, streaming=True)) == 1  # the turn is not run again

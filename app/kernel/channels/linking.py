@@ -50,9 +50,9 @@ from app.store.events import SessionNotFound
 
 #: Approval modes a chat-bound session may have: nobody in a chat answers an approval.
 UNATTENDED = ("auto", "full_access")
-#: How long a change or a pairing waits for a channel's start in flight (a platform's first
-#: round trips).
-START_WAIT = 5.0
+#: How long a change or a pairing waits for a channel's start in flight: a platform's first
+#: round trips, and for Feishu the SDK's import (about 5 s, more on a busy machine).
+START_WAIT = 10.0
 
 
 class _Watched:
