@@ -523,6 +523,24 @@ def test_history_lists_active_messages(sclient: httpx.Client) -> None:
     assert len(set(seqs)) == len(seqs)
 
 
+def test_history_pages_backwards_from_its_end(sclient: httpx.Client) -> None:
+    """`limit` alone: the last messages; with `before`: the ones before that seq; the pages
+    join up to the whole history. Bad bounds are 400s (the web client's paging)."""
+    whole = history(sclient, PARENT)
+    last = sclient.get(f"/sessions/{PARENT}/history", params={"limit": 3})
+    assert last.status_code == 200, last.text
+    assert last.json() == whole[-3:]
+    older = sclient.get(
+        f"/sessions/{PARENT}/history", params={"limit": 3, "before": whole[-3]["event_seq"]}
+    )
+    assert older.status_code == 200, older.text
+    assert older.json() + last.json() == whole
+    unlimited = sclient.get(f"/sessions/{PARENT}/history", params={"before": whole[2]["event_seq"]})
+    assert unlimited.json() == whole[:2]
+    for bad in ({"limit": 0}, {"limit": 1001}, {"before": -1}, {"limit": "x"}):
+        assert_error(sclient.get(f"/sessions/{PARENT}/history", params=bad), 400, "bad_request")
+
+
 def test_history_serves_stored_messages_as_stored(sclient: httpx.Client) -> None:
     (message,) = history(sclient, ODD)
     assert isinstance(message.pop("event_seq"), int)

@@ -60,6 +60,8 @@ __all__ = [
 FORK_SUFFIX = " copy"
 DEFAULT_TITLE = "New chat"
 
+_AFTER_ALL = 2**63 - 1  # a seq past every stored one (SQLite's largest integer)
+
 
 class InvalidForkBoundary(BadRequest):
     """A fork through a user message (a fork must end after a reply)."""
@@ -104,9 +106,15 @@ class Sessions:
         rows = await self.store.list_sessions(parent_id=session)
         return [wire(session_row(r)) for r in rows]
 
-    async def history(self, session: str) -> list[Message]:
+    async def history(
+        self, session: str, before: int | None = None, limit: int | None = None
+    ) -> list[Message]:
+        """All active messages, or with `limit` the last `limit` of them before seq `before`
+        (the web client opens a long session at its end and pages backwards)."""
         await self.row(session)
-        return await self.store.history(session)
+        if limit is None and before is None:
+            return await self.store.history(session)
+        return await self.store.history_page(session, before or _AFTER_ALL, limit or -1)
 
     async def last_usage(self, session: str) -> Usage:
         """The last model request's usage (zeros, with the session's model, before any)."""

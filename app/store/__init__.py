@@ -113,6 +113,10 @@ class Store(Upkeep, Conversations, ChannelLedger):
         """Active messages of `session`, paged by seq."""
         return await self.db.read(lambda c: log.history(c, session, after_seq, limit))
 
+    async def history_page(self, session: str, before_seq: int, limit: int) -> list[Message]:
+        """The last `limit` active messages before `before_seq`, oldest first."""
+        return await self.db.read(lambda c: log.history_page(c, session, before_seq, limit))
+
     async def active_role(self, session: str, seq: int) -> str:
         """The role of active message `seq`; `MessageNotFound` if it is not active."""
         return await self.db.read(lambda c: history.active_message(c, session, seq))

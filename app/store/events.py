@@ -144,6 +144,20 @@ def history(
     return [message_of(seq, json.loads(payload)) for seq, payload in rows]
 
 
+def history_page(
+    conn: sqlite3.Connection, session: str, before_seq: int, limit: int
+) -> list[Message]:
+    """The last `limit` active messages of `session` with seq < `before_seq`, in seq order."""
+    rows = conn.execute(
+        "SELECT e.seq, e.payload_json FROM message_projection m"
+        " JOIN events e ON e.seq = m.event_seq"
+        " WHERE m.session_id = ? AND m.active = 1 AND m.event_seq < ?"
+        " ORDER BY m.event_seq DESC LIMIT ?",
+        (session, before_seq, limit),
+    ).fetchall()
+    return [message_of(seq, json.loads(payload)) for seq, payload in reversed(rows)]
+
+
 def history_head(conn: sqlite3.Connection, session: str) -> int:
     """Seq of the last active message of `session` (0 if none)."""
     row = conn.execute(

@@ -14,6 +14,8 @@ from app.http.models.sessions import CreateSession, ForkSession, UpdateSession
 from app.http.sse import EventStreamResponse, StreamRoute
 from app.kernel.api import Kernel, Session, UsageReport
 
+HISTORY_PAGE_MAX = 1000  # messages in one page of history
+
 
 def _after(after: int | None, last_event_id: str | None) -> int | None:
     if after is None and last_event_id:
@@ -78,10 +80,19 @@ def _reading(api: APIRouter, kernel: Kernel) -> None:
     sessions = kernel.sessions
 
     @api.get("/sessions/{session_id}/history")
-    async def history(session_id: str) -> list[Message]:
+    async def history(
+        session_id: str,
+        limit: Annotated[
+            int | None, Query(ge=1, le=HISTORY_PAGE_MAX, description="At most this many.")
+        ] = None,
+        before: Annotated[
+            NonNegative | None, Query(description="Only messages with a smaller `event_seq`.")
+        ] = None,
+    ) -> list[Message]:
         """The active messages, oldest first (a call's `input` as the JSON text of its
-        arguments, with its card `status`, as Foya's desktop reads them)."""
-        return chat_messages(await sessions.history(session_id))
+        arguments, with its card `status`, as Foya's desktop reads them). With `limit`
+        and/or `before`, the last page of them: our web client's paging, beyond Foya."""
+        return chat_messages(await sessions.history(session_id, before, limit))
 
     @api.get("/sessions/{session_id}/usage")
     async def session_usage(session_id: str) -> Usage:
