@@ -20,7 +20,9 @@ from support.helpers import (
     concrete_path,
 )
 
-UNKNOWN_PATHS = ["/", "/nope", "/healthz/", "/HEALTHZ", "/healthz/extra", "/readyz/x"]
+# `GET /` is the web client's redirect to `/ui/` (tests/test_ui_static.py): only its other
+# methods are here.
+UNKNOWN_PATHS = ["/nope", "/healthz/", "/HEALTHZ", "/healthz/extra", "/readyz/x", "/uix"]
 
 
 def concrete_endpoints(tmp_path: Path, digest: str) -> list[tuple[str, str]]:
@@ -83,6 +85,8 @@ def test_unknown_paths_need_a_token(tcp_kernel: Kernel, method: str, path: str) 
 def test_only_the_healthz_probe_is_exempt(tcp_kernel: Kernel, method: str) -> None:
     with tcp_kernel.client() as client:
         assert_unauthorized(client.request(method, "/healthz"))
+        assert_unauthorized(client.request(method, "/"))
+        assert_unauthorized(client.request(method, "/ui/"))
 
 
 def test_head_healthz_is_open_and_200(tcp_kernel: Kernel) -> None:

@@ -385,6 +385,19 @@ def test_security_headers_are_set_once_and_server_is_removed(stack: Stack) -> No
             assert "server" not in headers, headers
 
 
+def test_the_web_client_loads_through_caddy_without_a_token(stack: Stack) -> None:
+    """The page is served without the token (it asks for it), with its own strict CSP kept,
+    compressed once (the kernel's gzip, not Caddy's again); the API behind it still needs it."""
+    with stack.client(stack.caddy.url, **{"Accept-Encoding": "gzip"}) as anonymous:
+        assert anonymous.get("/").headers["location"] == "/ui/"
+        page = anonymous.get("/ui/")
+        assert page.status_code == 200 and 'type="module"' in page.text
+        assert page.headers.get_list("content-encoding") == ["gzip"]
+        assert page.headers["content-security-policy"].startswith("default-src 'none'")
+        assert page.headers.get_list("x-frame-options") == ["DENY"]
+        assert anonymous.get("/sessions").status_code == 401
+
+
 def test_json_is_compressed_and_event_streams_are_not(stack: Stack) -> None:
     """encode is on for ordinary responses, off for SSE. (Caddy 2.6 decides on the first write,
     and a stream's first write is the kernel's 6-byte `: ok`, below encode's 512-byte minimum,

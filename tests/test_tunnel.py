@@ -280,6 +280,8 @@ def test_starts_the_remote_kernel_and_reaches_it(sshd: Sshd, remote: Remote) -> 
         assert get(url, "/readyz", remote.token).json()["status"] == "ready"
         assert get(url, "/sessions", remote.token).status_code == 200
         assert get(url, "/readyz", None).status_code == 401
+        page = get(url, "/ui/", None)  # the web client, without a token, through the tunnel
+        assert page.status_code == 200 and "js/main.js" in page.text, page.text[:200]
         kernel = remote.kernel_pid()
         assert f"serve --listen 127.0.0.1:{remote.port}" in cmdline(kernel)
         assert "--allow-plaintext" in cmdline(kernel)

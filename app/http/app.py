@@ -7,13 +7,13 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from fastapi import FastAPI
-from starlette.types import ASGIApp
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app import __version__
 from app.http.errors import install_error_handlers
 from app.http.guard import RequestGuard
 from app.http.lazy import LazyFastAPI, RouteGroup
-from app.http.middleware import BearerAuth, Observe
+from app.http.middleware import BearerAuth, Observe, web_client_path
 from app.http.routes import system
 from app.http.sse import StreamSlots
 from app.kernel.api import Kernel
@@ -87,8 +87,9 @@ def create_api(
     lifespan: Lifespan | None,
     groups: Sequence[RouteGroup] = ROUTE_GROUPS,
 ) -> ASGIApp:
-    """The full stack: `Observe` → `BearerAuth` (TCP only) → `RequestGuard` → FastAPI routes.
-    The routers of `groups` are built on the first request under their prefixes."""
+    """The full stack: `Observe` → `BearerAuth` (TCP only) → `RequestGuard` → the web client's
+    files or the FastAPI routes. The routers of `groups` are built on the first request under
+    their prefixes, the web client on the first request for it."""
     api = LazyFastAPI(
         title="Foya kernel",
         version=__version__,
@@ -107,10 +108,30 @@ def create_api(
     api.include_router(system.router(kernel))
     api.defer(kernel, groups)
     # Uploads (artifacts, canvas assets, imports) enforce their own, larger body limit.
-    app: ASGIApp = RequestGuard(api, exempt=api.is_upload)
+    app: ASGIApp = RequestGuard(WithWebClient(api), exempt=api.is_upload)
     if token_sha256 is not None:
         app = BearerAuth(app, token_sha256)
     return Observe(app, kernel.metrics)
+
+
+class WithWebClient:
+    """`/` and `/ui…` go to the web client (app.http.ui, imported and built on the first such
+    request, so a start costs nothing for it), every other path to `app`, the API."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.client: ASGIApp | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not web_client_path(scope["path"]):
+            await self.app(scope, receive, send)
+            return
+        if self.client is None:
+            from app.http.ui import WebClient
+            from app.ui import STATIC
+
+            self.client = WebClient(STATIC)
+        await self.client(scope, receive, send)
 
 
 def _document_errors_truthfully(api: FastAPI) -> None:

@@ -41,6 +41,12 @@ def header(scope: Scope, name: bytes) -> bytes | None:
     return None
 
 
+def web_client_path(path: str) -> bool:
+    """Whether `path` is the web client's (app.http.ui): `/ui`, `/ui/…`, or `/`, which
+    redirects there."""
+    return path == "/" or path == "/ui" or path.startswith("/ui/")
+
+
 def route_template(scope: Scope) -> str:
     """The matched route's path template (`/sessions/{id}`), never the raw path."""
     route: Any = scope.get("route")
@@ -137,7 +143,9 @@ def _json_start(status: int, length: int) -> Message:
 
 class BearerAuth:
     """Bearer-token check for TCP listeners: only exact `GET /healthz` (and its `HEAD`, the same
-    probe without a body) is exempt.
+    probe without a body) is exempt, and GET and HEAD of the web client's static files
+    (`web_client_path`), which hold no data: the page asks for the token, then sends it on every
+    API call.
 
     The server holds only the token's SHA-256 digest and compares digests in constant time.
     """
@@ -176,7 +184,7 @@ class BearerAuth:
         return bool(
             scope["type"] == "http"
             and scope["method"] in ("GET", "HEAD")
-            and scope["path"] == "/healthz"
+            and (scope["path"] == "/healthz" or web_client_path(scope["path"]))
         )
 
     def _authorized(self, scope: Scope) -> bool:
