@@ -16,6 +16,7 @@ The data-testid names are the web-client contract's (scratch/ui-contract.md).
 
 from __future__ import annotations
 
+import json
 import re
 import time
 import uuid
@@ -438,6 +439,40 @@ def test_fork_and_compaction_from_the_session_menu(desktop: UiPage, world: World
     assert [m["content"] for m in copied] == [m["content"] for m in s.history()]
 
 
+# ------------------------------------------------------------------------------------ projects
+
+
+def test_a_project_is_added_and_trusted_from_settings(
+    desktop: UiPage, world: World, tmp_path: Path
+) -> None:
+    """Settings: add a directory as a project; its trust card lists the hook its clone brought,
+    untrusted; Trust makes it trusted in the kernel; Delete removes it, not its directory."""
+    clone = tmp_path / "cloned-app"
+    (clone / ".foya").mkdir(parents=True)
+    hook = {"event": "UserPromptSubmit", "command": "echo from-the-clone"}
+    (clone / ".foya" / "hooks.json").write_text(json.dumps([hook]))
+    ui = signed_in(desktop, world, "#/settings")
+    ui.testid("project-path").fill(str(clone))
+    ui.testid("project-name").fill("Cloned app")
+    ui.testid("project-add").click()
+    item = ui.testid("project-item").filter(has_text="Cloned app")
+    expect(item).to_contain_text("Not trusted")
+    [made] = [p for p in world.api.get("/projects").json() if p["path"] == str(clone)]
+    item.get_by_test_id("project-trust-open").click()
+    card = item.get_by_test_id("project-trust")
+    expect(card).to_contain_text("echo from-the-clone")
+    expect(card).to_have_attribute("data-state", "untrusted")
+    card.get_by_test_id("project-trust-grant").click()
+    expect(card).to_have_attribute("data-state", "trusted")
+    expect(item).to_contain_text("Trusted")
+    assert world.api.get(f"/projects/{made['id']}/trust").json()["state"] == "trusted"
+    item.get_by_test_id("project-delete").click()
+    item.get_by_test_id("project-delete-confirm").click()
+    expect(ui.testid("project-item").filter(has_text="Cloned app")).to_have_count(0)
+    assert all(p["id"] != made["id"] for p in world.api.get("/projects").json())
+    assert (clone / ".foya" / "hooks.json").exists()
+
+
 # ------------------------------------------------------------------------------------ terminal
 
 
@@ -454,6 +489,61 @@ def test_a_terminal_runs_a_command(desktop: UiPage, world: World) -> None:
     expect(rows).to_contain_text("42-from-the-shell")
     ui.testid("terminal-close").click()
     expect(ui.testid("terminal-status")).not_to_have_attribute("data-state", "running")
+
+
+# ------------------------------------------------------------------------------- notifications
+
+# The page's visibility is the test's to set (`window.__foyaHidden`); every notification the
+# client shows, through the service worker or the constructor, is recorded.
+_BACKGROUND = """
+(() => {
+  window.__foyaHidden = false;
+  window.__foyaNotes = [];
+  Object.defineProperty(Document.prototype, 'hidden', {
+    configurable: true, get() { return window.__foyaHidden; } });
+  Object.defineProperty(Document.prototype, 'visibilityState', {
+    configurable: true, get() { return window.__foyaHidden ? 'hidden' : 'visible'; } });
+  const note = (title, options) => window.__foyaNotes.push({title, body: (options || {}).body});
+  const show = ServiceWorkerRegistration.prototype.showNotification;
+  ServiceWorkerRegistration.prototype.showNotification = function (title, options) {
+    note(title, options);
+    return show.call(this, title, options);
+  };
+  const Original = window.Notification;
+  window.Notification = class extends Original {
+    constructor(title, options) { note(title, options); super(title, options); }
+  };
+})();
+"""
+
+
+def test_notifications_while_the_tab_is_in_the_background(browser: Browser, world: World) -> None:
+    """With notifications allowed: an approval waiting and a finished turn each notify while
+    the tab is hidden; nothing is shown while it is in view."""
+    s = world.session("manual", title="Notify me")
+    s.push(tools(call("n1", "bash", {"command": "echo notified"})), answer("All done here"))
+    s.push(answer("Seen in view"))
+    with browser.page(world.url, permissions=["notifications"]) as ui:
+        ui.page.add_init_script(_BACKGROUND)
+        open_chat(ui, world, s)
+        ui.page.evaluate("() => { window.__foyaHidden = true; }")
+        send(ui, "Run it while I am away")
+
+        def notes() -> list[dict[str, Any]]:
+            return list(ui.page.evaluate("() => window.__foyaNotes"))
+
+        ui.wait_for(lambda: len(notes()) >= 1, "the approval's notification")
+        assert "approval needed" in notes()[0]["title"], notes()
+        assert "Notify me" in notes()[0]["title"]
+        ui.testid("approval").get_by_test_id("approve").click()
+        ui.wait_for(lambda: len(notes()) >= 2, "the finished turn's notification")
+        assert notes()[1]["body"] == "The reply is ready", notes()
+        wait_until(s.idle, "the turn to end")
+        ui.page.evaluate("() => { window.__foyaHidden = false; }")
+        send(ui, "Now I am looking")
+        ui.wait_for(lambda: ui.last_text().strip() == "Seen in view", "the reply in view")
+        wait_until(s.idle, "the second turn to end")
+        assert len(notes()) == 2, notes()
 
 
 # ------------------------------------------------------------------------------------- review

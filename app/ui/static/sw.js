@@ -120,3 +120,22 @@ self.addEventListener("fetch", (event) => {
   event.respondWith(answer(event, key));
   if (page) event.waitUntil(update().catch(() => {}));
 });
+
+// A notification the page showed (js/notify.js) opens its chat: an open tab of the client
+// is focused and routed there, else a new one is opened.
+self.addEventListener("notificationclick", (event) => {
+  event.notification.close();
+  const hash = (event.notification.data && event.notification.data.hash) || "#/";
+  event.waitUntil(
+    (async () => {
+      const tabs = await self.clients.matchAll({ type: "window", includeUncontrolled: true });
+      const tab = tabs.find((c) => new URL(c.url).pathname.startsWith(SCOPE));
+      if (tab) {
+        await tab.focus();
+        tab.postMessage({ type: "foya:open", hash });
+        return;
+      }
+      await self.clients.openWindow(SCOPE + hash);
+    })(),
+  );
+});

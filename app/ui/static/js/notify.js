@@ -29,7 +29,7 @@ export async function notify(title, body, { tag, hash } = {}) {
   const options = { body: String(body || '').slice(0, 200), tag, icon: '/ui/icons/icon-192.png', data: { hash } };
   try {
     const reg = 'serviceWorker' in navigator ? await navigator.serviceWorker.getRegistration('/ui/') : null;
-    if (reg) {
+    if (reg && reg.active) { // a worker still installing cannot show one
       await reg.showNotification(title, options);
       return;
     }
@@ -65,4 +65,12 @@ export function watch(follower, title) {
     }),
   ];
   return () => offs.forEach((off) => off());
+}
+
+// The service worker's notificationclick asks an open tab to route to the notified chat.
+if (typeof navigator !== 'undefined' && 'serviceWorker' in navigator) {
+  navigator.serviceWorker.addEventListener('message', (e) => {
+    const m = e.data || {};
+    if (m.type === 'foya:open' && typeof m.hash === 'string' && m.hash.startsWith('#/')) location.hash = m.hash;
+  });
 }

@@ -123,8 +123,8 @@ export function SessionList({ sessions, projects, activeId, loading, error, onCh
         <span class="brand">Foya</span>
         <span class="grow"></span>
         <a class="icon-btn" href="#/usage" aria-label="Usage" title="Usage">${icon('chart')}</a>
-        <a class="icon-btn" href="#/settings" aria-label="Settings" title="Settings">⚙</a>
-        <button class="icon-btn" type="button" data-testid="signout" aria-label="Sign out" title="Sign out" onClick=${onSignOut}>⎋</button>
+        <a class="icon-btn" href="#/settings" aria-label="Settings" title="Settings">${icon('settings')}</a>
+        <button class="icon-btn" type="button" data-testid="signout" aria-label="Sign out" title="Sign out" onClick=${onSignOut}>${icon('exit')}</button>
       </header>
       <div class="sessions-tools">
         <a class="btn btn-primary btn-wide" href="#/new" data-testid="new-chat">New chat</a>

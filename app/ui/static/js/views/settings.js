@@ -1,4 +1,4 @@
-// Settings: model provider connections and the default models.
+// Settings: model provider connections, the default models, and projects (projects.js).
 //
 // Routes: GET /connections (never the key: `has_api_key`); POST /connections → 201;
 // PATCH /connections/{id}; DELETE /connections/{id} → 204; GET /connections/{id}/models
@@ -12,6 +12,7 @@
 
 import { html, render, useState, useEffect, useCallback } from '../../vendor/htm/standalone.module.js';
 import { errorText } from './review.js';
+import { Projects } from './projects.js';
 
 const ROLES = [
   ['language', 'Chat', 'language'],
@@ -287,6 +288,9 @@ function SettingsView({ ctx }) {
       <h3 class="f-subtitle">Default models</h3>
       <p class="f-muted f-small">New chats use the chat default unless you pick a model.</p>
       ${connections && html`<${DefaultModels} ctx=${ctx} connections=${connections} />`}
+      <h3 class="f-subtitle">Projects</h3>
+      <p class="f-muted f-small">Directories on the kernel's machine that chats can work in.</p>
+      <${Projects} ctx=${ctx} />
     </section>`;
 }
 
