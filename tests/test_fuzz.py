@@ -46,7 +46,7 @@ from support.helpers import Kernel, Launcher, base_env, free_port, sha256_hex
 
 TOKEN = "f" * 43
 EXAMPLES = 20
-BUDGET = 40.0  # seconds for every operation's cases; the per-test limit is 120 s
+BUDGET = 30.0  # seconds for every operation's cases; the per-test limit is 120 s
 STATEFUL_EXAMPLES = 15
 STATEFUL_STEPS = 6
 CHECKS = [
