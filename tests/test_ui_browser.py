@@ -3,15 +3,18 @@
 One kernel for the module listens on 127.0.0.1 with a bearer token and `--allow-plaintext`
 (127.0.0.1 is a secure context, so the service worker registers); its connection points at the
 fake OpenAI-compatible provider, and every session uses a model name of its own so scripts never
-cross. One test starts a second kernel over real TLS (a self-signed certificate; the browser
-context ignores the certificate error) and signs in there. A drop mid-stream goes through a TCP
+cross; one chat of 450 messages is stored before it starts (the paging test). The flows the
+issue names run at the desktop and the phone viewport; at the phone one every view they pass
+through is checked for sideways scrolling and 44 px touch targets. One test starts a second
+kernel over real TLS (a self-signed certificate, its key trusted by that browser) and signs in
+there. A drop mid-stream goes through a TCP
 proxy the test cuts (`support.browser.CutProxy`): the browser's real connection is reset.
 
 Every page is watched (support.browser): any console error, page error or CSP violation fails
 the test that caused it. Every wait has a deadline; nothing is asserted about time. Replies are
 plain words without markdown syntax, so a message's innerText equals its stored content.
 
-The data-testid names are the web-client contract's (scratch/ui-contract.md).
+The data-testid names are the client's own (`app/ui/static/js`); a renamed one fails here.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import re
 import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,7 +33,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 from playwright.sync_api import Locator, expect
-from support.browser import Browser, CutProxy, UiPage, trusting
+from support.browser import PHONE, Browser, CutProxy, UiPage, trusting
 from support.fake_provider import (
     FakeProvider,
     Script,
@@ -45,7 +49,10 @@ from support.fake_provider import (
     wait,
 )
 from support.helpers import Kernel, Launcher, TlsFiles, base_env, wait_until
-from support.streams_helpers import open_events
+from support.streams_helpers import open_events, seed_store, session_row
+
+from app.events import MESSAGE_END, EventDraft, Message
+from app.store import Store
 
 DEADLINE = 15.0
 NEWCHAT_MODELS = ("ui-chat-desktop", "ui-chat-phone")
@@ -59,7 +66,9 @@ MAIN_BUTTONS = (
     "deny",
     "review-undo",
     "review-keep",
+    "rewind-confirm",
 )
+LONG_CHAT, LONG_COUNT = "seededlongchat0000000000", 450  # stored before the kernel starts
 NET_ERRORS = r"net::ERR_"  # Chromium logs every request a cut connection failed
 
 
@@ -131,9 +140,23 @@ class Session:
         return [m for m in self.history() if m["role"] == role][-1]
 
 
+def long_text(i: int) -> str:
+    return f"seeded message {i:04d}"
+
+
+async def seed_long_chat(store: Store) -> None:
+    await store.create_session(session_row(LONG_CHAT, model="seeded", title="A long chat"))
+    for i in range(LONG_COUNT):
+        m: Message = {"role": "assistant" if i % 2 else "user", "content": long_text(i)}
+        await store.append(EventDraft(LONG_CHAT, MESSAGE_END, m))
+
+
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory, token: str, digest: str) -> Iterator[World]:
     base = tmp_path_factory.mktemp("ui")
+    # In a thread: the module's browser (Playwright's sync API) may hold this thread's loop.
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(seed_store, base / "data", seed_long_chat).result()
     launcher = Launcher(base / "procs")
     with FakeProvider.running() as fake:
         fake.models = [*NEWCHAT_MODELS]
@@ -158,6 +181,13 @@ def browser() -> Iterator[Browser]:
 @pytest.fixture
 def desktop(browser: Browser, world: World) -> Iterator[UiPage]:
     with browser.page(world.url) as ui:
+        yield ui
+
+
+@pytest.fixture(params=["desktop", "phone"])
+def either(request: pytest.FixtureRequest, browser: Browser, world: World) -> Iterator[UiPage]:
+    """A page at the desktop viewport, then (the test again) at the phone one."""
+    with browser.page(world.url, phone=request.param == "phone") as ui:
         yield ui
 
 
@@ -192,6 +222,11 @@ def send(ui: UiPage, message: str) -> None:
 
 def words(s: str) -> Script:
     return [text(w) for w in split_words(s) if w]
+
+
+def on_phone(ui: UiPage) -> bool:
+    size = ui.page.viewport_size
+    return size is not None and size["width"] == PHONE["viewport"]["width"]
 
 
 def layout_ok(ui: UiPage, where: str) -> None:
@@ -549,7 +584,7 @@ def test_notifications_while_the_tab_is_in_the_background(browser: Browser, worl
 # ------------------------------------------------------------------------------------- review
 
 
-def test_file_review_undo_restores_the_files_on_disk(desktop: UiPage, world: World) -> None:
+def test_file_review_undo_restores_the_files_on_disk(either: UiPage, world: World) -> None:
     """The agent overwrites one file and creates another; the review view lists both; Undo puts
     the first back byte for byte and removes the second."""
     s = world.session("full_access")
@@ -564,12 +599,14 @@ def test_file_review_undo_restores_the_files_on_disk(desktop: UiPage, world: Wor
         answer("Both files are written"),
     )
     assert (s.workspace / "notes.txt").read_text() == "after the agent\n"
-    ui = signed_in(desktop, world, f"#/s/{s.id}/review")
+    ui = signed_in(either, world, f"#/s/{s.id}/review")
     expect(ui.testid("review")).to_be_visible()
     files = ui.testid("review-file")
     expect(files).to_have_count(2)
     expect(ui.testid("review")).to_contain_text("notes.txt")
     expect(ui.testid("review")).to_contain_text("added.txt")
+    if on_phone(ui):
+        layout_ok(ui, "file review")
     ui.testid("review-undo").click()
     wait_until(lambda: not (s.workspace / "added.txt").exists(), "added.txt to be removed")
     assert (s.workspace / "notes.txt").read_text() == "before the agent\n"
@@ -581,13 +618,13 @@ def test_file_review_undo_restores_the_files_on_disk(desktop: UiPage, world: Wor
 # ------------------------------------------------------------------------------------- rewind
 
 
-def test_rewind_previews_then_shortens_the_history(desktop: UiPage, world: World) -> None:
+def test_rewind_previews_then_shortens_the_history(either: UiPage, world: World) -> None:
     """Rewind from the second user message: a preview first, then Confirm; the history (and
     the page) keep only the first exchange."""
     s = world.session("full_access")
     s.turn("First question", answer("First answer"))
     s.turn("Second question", answer("Second answer"))
-    ui = desktop
+    ui = either
     open_chat(ui, world, s)
     expect(ui.messages("user")).to_have_count(2)
     expect(ui.messages("assistant")).to_have_count(2)
@@ -597,6 +634,8 @@ def test_rewind_previews_then_shortens_the_history(desktop: UiPage, world: World
     second.get_by_test_id("rewind").click()
     expect(ui.testid("rewind-preview")).to_be_visible()
     expect(ui.testid("rewind-confirm")).to_be_visible()  # shown once the preview is in
+    if on_phone(ui):
+        layout_ok(ui, "rewind preview")
     assert len(s.history()) == 4, "the preview changed the history"
     ui.testid("rewind-confirm").click()
     wait_until(lambda: len(s.history()) == 2, "the history to be rewound")
@@ -606,11 +645,47 @@ def test_rewind_previews_then_shortens_the_history(desktop: UiPage, world: World
     expect(ui.page.get_by_text("Second answer")).to_have_count(0)
 
 
+# --------------------------------------------------------------------------------- long chat
+
+_TEXTS = """() => [...document.querySelectorAll(
+  '[data-testid="message"] [data-testid="message-text"]')].map((e) => e.innerText.trim())"""
+
+
+def test_a_long_chat_opens_at_its_end_and_pages_back_to_its_start(
+    desktop: UiPage, world: World
+) -> None:
+    """A chat of 450 stored messages: it opens showing its last message, having fetched one
+    page, not the whole history; "Older messages" pages back until the first; the page then
+    holds every message once, in order."""
+    fetched: list[int] = []
+    ui = desktop
+    ui.page.on(
+        "response",
+        lambda r: fetched.append(len(r.json())) if "/history" in r.url and r.ok else None,
+    )
+    signed_in(ui, world, f"#/s/{LONG_CHAT}")
+    last = ui.messages().last
+    expect(last).to_contain_text(long_text(LONG_COUNT - 1))
+    expect(last).to_be_in_viewport()
+    shown = ui.page.evaluate(_TEXTS)
+    assert len(shown) < LONG_COUNT and fetched and sum(fetched) < LONG_COUNT, (len(shown), fetched)
+    for _ in range(LONG_COUNT // 50):  # pages of 100 shown, 200 fetched: far fewer clicks
+        if ui.testid("older").count() == 0:
+            break
+        ui.testid("older").click()
+        before = len(shown)
+        ui.wait_for(lambda: len(ui.page.evaluate(_TEXTS)) > before, "older messages")  # noqa: B023
+        shown = ui.page.evaluate(_TEXTS)
+    assert shown == [long_text(i) for i in range(LONG_COUNT)]
+    assert ui.testid("older").count() == 0
+
+
 # ----------------------------------------------------------------------------------- the drop
 
 
+@pytest.mark.parametrize("viewport", ["desktop", "phone"])
 def test_a_cut_connection_resumes_to_exactly_the_stored_text(
-    browser: Browser, world: World
+    browser: Browser, world: World, viewport: str
 ) -> None:
     """While a reply streams, the browser's TCP connections are reset and held shut: the page
     shows `reconnecting`; the words streamed meanwhile are lost to it; once it is back (with
@@ -636,7 +711,7 @@ def test_a_cut_connection_resumes_to_exactly_the_stored_text(
     )
     with (
         CutProxy.running(world.kernel.port or 0) as proxy,
-        browser.page(proxy.url) as ui,
+        browser.page(proxy.url, phone=viewport == "phone") as ui,
         open_events(world.api, s.id) as direct,  # this test's own view of what was streamed
     ):
         ui.watch.allow(NET_ERRORS)

@@ -105,7 +105,12 @@ function Composer({ follower, running, toast }) {
     setSending(true);
     try {
       await follower.send(message); // queued by the kernel when a turn is running
-      change('');
+      // Cleared only if unchanged: what was typed while it was being sent stays.
+      setText((now) => {
+        const next = now === text ? '' : now;
+        drafts.set(follower.id, next);
+        return next;
+      });
     } catch (err) {
       toast(err.message || String(err));
     } finally {
