@@ -531,7 +531,7 @@ def table_rows(results: dict[str, Any]) -> list[Row]:
             f"{MESSAGES:,}", f"{fetched / MESSAGES:.3f}x", f"<= {PAGE_TARGET}",
             at_most(fetched, PAGE_TARGET)),
         Row(f"{DELTAS:,} deltas: last delta sent -> on screen, ms", f"{ui_lag:.0f}",
-            f"{bare_lag:.0f} bare fetch", f"+{ui_lag - bare_lag:.0f} ms",
+            f"{bare_lag:.0f} bare fetch", f"{ui_lag - bare_lag:+.0f} ms",
             f"<= +{LAG_TARGET_MS:g} ms", at_most(ui_lag - bare_lag, LAG_TARGET_MS)),
         Row(f"{DELTAS:,} deltas: longest long task, ms", f"{longest:.0f}",
             target=f"<= {LONGTASK_TARGET_MS:g}", meets=at_most(longest, LONGTASK_TARGET_MS)),

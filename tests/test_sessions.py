@@ -537,6 +537,7 @@ def test_history_pages_backwards_from_its_end(sclient: httpx.Client) -> None:
     assert older.json() + last.json() == whole
     unlimited = sclient.get(f"/sessions/{PARENT}/history", params={"before": whole[2]["event_seq"]})
     assert unlimited.json() == whole[:2]
+    assert sclient.get(f"/sessions/{PARENT}/history", params={"before": 0}).json() == []
     for bad in ({"limit": 0}, {"limit": 1001}, {"before": -1}, {"limit": "x"}):
         assert_error(sclient.get(f"/sessions/{PARENT}/history", params=bad), 400, "bad_request")
 

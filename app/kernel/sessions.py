@@ -114,7 +114,8 @@ class Sessions:
         await self.row(session)
         if limit is None and before is None:
             return await self.store.history(session)
-        return await self.store.history_page(session, before or _AFTER_ALL, limit or -1)
+        newest = _AFTER_ALL if before is None else before
+        return await self.store.history_page(session, newest, limit or -1)
 
     async def last_usage(self, session: str) -> Usage:
         """The last model request's usage (zeros, with the session's model, before any)."""
