@@ -6,6 +6,10 @@ replay relies on it). Several facts that belong together (the end of a step: usa
 boundary, the assistant message, the tool updates) are stored in one transaction and published
 in order: one commit and one fsync instead of one per fact. Deltas are never stored: they are
 published lossily with seq 0.
+
+Observers (`observe`) are told every stored fact once it is published, whatever its session:
+how push notifications (app.kernel.push) see approvals and finished turns without a
+subscription per session. They are called on the loop and must not block.
 """
 
 from __future__ import annotations
@@ -33,6 +37,15 @@ class Facts:
         self.store = store
         self.broker = broker
         self._locks: dict[str, asyncio.Lock] = {}
+        self._observers: list[Callable[[Event], None]] = []
+
+    def observe(self, fn: Callable[[Event], None]) -> None:
+        """Call `fn(event)` for every fact stored from now on, after its publication."""
+        self._observers.append(fn)
+
+    def _told(self, event: Event) -> None:
+        for fn in self._observers:
+            fn(event)
 
     def lock(self, session: str) -> asyncio.Lock:
         """The lock that orders `session`'s appends with their publication."""
@@ -71,6 +84,7 @@ class Facts:
                     await self.broker.deliver(topic(session), event)
                 else:
                     self.broker.publish(topic(session), event)
+                self._told(event)
         return events
 
     async def commit_across(
@@ -95,6 +109,7 @@ class Facts:
                     await self.broker.deliver(topic(event.session), event)
                 else:
                     self.broker.publish(topic(event.session), event)
+                self._told(event)
         return events
 
     def publish_delta(self, session: str, kind: str, payload: Any, run_id: str | None) -> bool:

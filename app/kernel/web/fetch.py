@@ -15,10 +15,10 @@ the environment is used: a proxy would make the address checks meaningless.
 Errors are `FetchError`s whose message is what the model is told, in Foya's words
 (`web fetch returned HTTP 404`, `web fetch response exceeds 5 MB`, …).
 
-`download` is the same guarded GET for a file (a generated canvas video): its body is handed
-to a sink as it arrives, bounded by its own size and time; headers given for it (a provider's
-key) are sent only to the first URL's origin, never after a redirect to another one. `read`
-is `download` into memory, for a small answer (a generated image, a registry's JSON).
+`download` is the same guarded GET for a file (a generated canvas video), handed to a sink
+as it arrives, bounded by its own size and time; its headers (a provider's key) go only to
+the first URL's origin. `read` is `download` into memory, for a small answer (a generated
+image, a registry's JSON). `post` sends a push message (app.kernel.push), no redirect taken.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import asyncio
 import codecs
 import contextlib
 import socket
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 
 import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
@@ -136,8 +136,7 @@ class Fetcher:
         time_limit: float,
         headers: Mapping[str, str] | None = None,
     ) -> bytes:
-        """The body at `raw` (at most `max_bytes`, within `time_limit` seconds), or
-        `FetchError`: `download` collected in memory."""
+        """The body at `raw`, or `FetchError`: `download` collected in memory."""
         parts: list[bytes] = []
 
         async def keep(chunk: bytes) -> None:
@@ -181,7 +180,7 @@ class Fetcher:
         for hop in range(self.max_redirects + 1):
             self._check_literal(url)
             sent = headers if headers and url.origin() == origin else None
-            try:
+            with _mapped(url):
                 async with self._client().get(url, allow_redirects=False, headers=sent) as response:
                     location = response.headers.get("Location")
                     if response.status in _REDIRECTS and location:
@@ -193,16 +192,23 @@ class Fetcher:
                         raise FetchError(f"web fetch returned HTTP {response.status}")
                     yield response
                     return
-            except aiohttp.ClientConnectorError as exc:
-                if isinstance(exc.os_error, Blocked):
-                    raise FetchError(f"web fetch failed: {exc.os_error}") from None
-                reason = exc.os_error.strerror or type(exc.os_error).__name__
-                raise FetchError(
-                    f"web fetch failed: cannot connect to {url.host}: {reason}"
-                ) from None
-            except aiohttp.ClientError as exc:
-                raise FetchError(f"web fetch failed: {exc or type(exc).__name__}") from None
         raise FetchError(f"web fetch exceeded {self.max_redirects} redirects")
+
+    async def post(
+        self, raw: str, body: bytes, headers: Mapping[str, str], *, time_limit: float
+    ) -> int:
+        """POST `body` to `raw` within `time_limit` seconds, following no redirect (a push
+        message): the answer's status, or `FetchError` when none came."""
+        url = self.precheck(raw)
+        sent = self._client().post(url, data=body, headers=headers, allow_redirects=False)
+        try:
+            async with asyncio.timeout(time_limit):
+                with _mapped(url):
+                    async with sent as response:
+                        await response.content.read(64 * 1024)  # a short answer, never kept
+                        return response.status
+        except TimeoutError:
+            raise FetchError(f"web fetch failed: no answer within {time_limit:g} s") from None
 
     def _next(self, url: URL, location: str) -> URL:
         try:
@@ -242,6 +248,20 @@ class Fetcher:
         if len(text) > MAX_TEXT:
             text = text[:MAX_TEXT] + TRUNCATED
         return text
+
+
+@contextlib.contextmanager
+def _mapped(url: URL) -> Iterator[None]:
+    """aiohttp's errors while `url` is asked for or read, as `FetchError`s."""
+    try:
+        yield
+    except aiohttp.ClientConnectorError as exc:
+        if isinstance(exc.os_error, Blocked):
+            raise FetchError(f"web fetch failed: {exc.os_error}") from None
+        reason = exc.os_error.strerror or type(exc.os_error).__name__
+        raise FetchError(f"web fetch failed: cannot connect to {url.host}: {reason}") from None
+    except aiohttp.ClientError as exc:
+        raise FetchError(f"web fetch failed: {exc or type(exc).__name__}") from None
 
 
 def _codec(charset: str | None) -> str:

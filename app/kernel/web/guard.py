@@ -93,6 +93,13 @@ class AllowList:
             return True
         return any(address in network for network in self.networks)
 
+    def lists(self, host: str) -> bool:
+        """Whether `host` itself is on the list: by name, or as an IP inside a listed network."""
+        address = literal(host)
+        if address is None:
+            return _name(host) in self.hosts
+        return any(address in network for network in self.networks)
+
 
 class Resolved(NamedTuple):
     """One checked address of a host: connect to exactly this."""
