@@ -65,6 +65,8 @@ class Settings(BaseSettings):
     browser_action_timeout: float = Field(120.0, gt=0, le=3600)
     # web_fetch (app.kernel.web.guard): private hosts, IPs or networks it may reach anyway.
     web_fetch_allow_hosts: str = ""
+    # Web Push (app.kernel.push): the VAPID `sub`, how a push service reaches the operator.
+    push_contact: str = Field("mailto:push@example.com", pattern=r"^(mailto:\S+@\S+|https://\S+)$")
     # MCP servers (app.kernel.mcp): seconds to connect or answer a ping, for one tool call,
     # between two pings; and the public registry behind GET /mcp/registry.
     mcp_connect_timeout: float = Field(30.0, gt=0, le=600)

@@ -74,6 +74,7 @@ ROUTE_GROUPS: tuple[RouteGroup, ...] = tuple(
         ("interactions", ("/sessions/{}/questions", "/sessions/{}/browser-actions")),
         ("plugins", ("/plugins", "/plugin-marketplaces")),
         ("websearch", ("/web-search",)),
+        ("push", ("/push",)),
         ("mcp", ("/mcp",)),
         ("imports", ("/imports", "/sessions/{}/export", "/export")),
     )

@@ -897,12 +897,12 @@ def connect(client: httpx.Client, fake: FakeProvider, **fields: Any) -> dict[str
 
 
 @contextlib.contextmanager
-def agent_kernel(workdir: Path) -> Iterator[Agent]:
-    """A fake provider and a kernel on a Unix socket with a connection to it."""
+def agent_kernel(workdir: Path, env: dict[str, str] | None = None) -> Iterator[Agent]:
+    """A fake provider and a kernel on a Unix socket (in `env`) with a connection to it."""
     with (
         FakeProvider.running() as fake,
         short_tmpdir() as root,
-        module_kernels(workdir, root, "k") as kernels,
+        module_kernels(workdir, root, "k", env=env) as kernels,
         kernels["k"].client() as client,
     ):
         client.timeout = httpx.Timeout(READ_TIMEOUT)

@@ -72,11 +72,14 @@ def unix_kernel(
 
 
 @contextlib.contextmanager
-def module_kernels(workdir: Path, root: Path, *names: str) -> Iterator[dict[str, Served]]:
-    """Start one kernel per name side by side; stop every one of them by PID afterwards."""
+def module_kernels(
+    workdir: Path, root: Path, *names: str, env: dict[str, str] | None = None
+) -> Iterator[dict[str, Served]]:
+    """Start one kernel per name side by side (in `env`, see `unix_kernel`); stop every one
+    of them by PID afterwards."""
     launcher = Launcher(workdir)
     try:
-        started = {n: unix_kernel(launcher, root, n, ready=False) for n in names}
+        started = {n: unix_kernel(launcher, root, n, ready=False, env=env) for n in names}
         for served in started.values():
             served.kernel.wait_ready()
         yield started

@@ -2,9 +2,9 @@
 
 A capability whose start only reads what it recorded (sub-agents' runs and limits, the
 automations, plan mode's workflows, the installed plugins, the MCP configuration, the channel
-catalogs) has nothing to do at start while it recorded nothing: it is then built on first use,
-and a start imports none of its modules. Each check reads only file names, from the
-capability's own module.
+catalogs, the push subscriptions) has nothing to do at start while it recorded nothing: it is
+then built on first use, and a start imports none of its modules. Each check reads only file
+names, from the capability's own module.
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ MCP_CONFIG = "mcp.json"
 #: `app.kernel.channels.catalog.FILES`' names, named here for the same reason (a test holds
 #: them equal).
 CHANNEL_CATALOGS = ("feishu-channels.json", "telegram-channels.json")
+#: `app.kernel.push.records.FILE`, for the same reason.
+PUSH_SUBSCRIPTIONS = "push-subscriptions.json"
 
 
 def _nonempty(directory: Path) -> bool:
@@ -44,6 +46,11 @@ def automations(data_dir: Path) -> bool:
 def channels(data_dir: Path) -> bool:
     """Whether a channel was recorded (a start starts the enabled ones)."""
     return any((data_dir / name).exists() for name in CHANNEL_CATALOGS)
+
+
+def push(data_dir: Path) -> bool:
+    """Whether a browser subscribed to push messages (a start starts sending them)."""
+    return (data_dir / PUSH_SUBSCRIPTIONS).exists()
 
 
 def plugins(foya_home: Path) -> bool:

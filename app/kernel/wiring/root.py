@@ -1,14 +1,13 @@
 """The composition root's top: what drives the turn (automations, commands, rewinds, reviews),
 the capabilities built on first use, and the one ordered list that drives the kernel's life.
 
-`capabilities()` is that list: `start` runs it in order, `begin_shutdown` and `close` in
-reverse, and deleting a session ends the session's work in reverse order too (`Lifecycle`).
+`capabilities()` is that list: `start` runs it in order, every teardown in reverse (`Lifecycle`).
 
 Most services are built on first use. The records of those in `_plugs` and in the list below
 are always there, and their steps do nothing for a service never built (or, at start, for one
-that recorded nothing: `ondisk`). `LAZY` ones join the list only once built, because nothing at
-start needs them and most sessions never do: canvases (a generation a crash cut short is marked
-`error` when the canvases are first read), terminals, imports and exports.
+that recorded nothing: `ondisk`). `LAZY` ones join the list only once built, as nothing at start
+needs them and most sessions never do: canvases (a generation a crash cut short is marked `error`
+when first read), terminals, imports and exports.
 """
 
 from __future__ import annotations
@@ -23,8 +22,8 @@ from app.kernel.review import Reviews
 from app.kernel.rewind import Rewinds
 from app.kernel.wiring import ondisk
 from app.kernel.wiring.capability import Capability, Lifecycle, blocking
-from app.kernel.wiring.channels import ChannelWiring
 from app.kernel.wiring.lateturns import LateTurns
+from app.kernel.wiring.push import PushWiring
 from app.kernel.workspace import Workspaces
 from app.staging import staging_root, sweep_staging
 
@@ -43,7 +42,7 @@ LAZY = ("canvases", "terminals", "imports", "exports")
 EAGER = ("workspaces", "artifacts", "trust")
 
 
-class Wiring(ChannelWiring):
+class Wiring(PushWiring):
     """Builds the kernel's services and runs their life; `Kernel` adds the operations that
     span them."""
 
@@ -183,6 +182,7 @@ class Wiring(ChannelWiring):
                 close=self._close_automations,
             ),
             self.channels_capability(),  # its bots stop before the turns they drive
+            self.push_capability(),
             Capability("loop_lag", start=self._watch_loop_lag, close=self._stop_loop_lag),
             Capability(
                 "memory_keeper",
