@@ -48,6 +48,7 @@ from support.fake_provider import (
     usage,
     wait,
 )
+from support.fake_push import FakeBrowser
 from support.helpers import Kernel, Launcher, TlsFiles, base_env, wait_until
 from support.streams_helpers import open_events, seed_store, session_row
 
@@ -67,6 +68,8 @@ MAIN_BUTTONS = (
     "review-undo",
     "review-keep",
     "rewind-confirm",
+    "push-on",
+    "push-test",
 )
 LONG_CHAT, LONG_COUNT = "seededlongchat0000000000", 450  # stored before the kernel starts
 NET_ERRORS = r"net::ERR_"  # Chromium logs every request a cut connection failed
@@ -579,6 +582,71 @@ def test_notifications_while_the_tab_is_in_the_background(browser: Browser, worl
         ui.wait_for(lambda: ui.last_text().strip() == "Seen in view", "the reply in view")
         wait_until(s.idle, "the second turn to end")
         assert len(notes()) == 2, notes()
+
+
+_NOTES_SHOWN = """async () => {
+  const reg = await navigator.serviceWorker.ready;
+  return (await reg.getNotifications()).map((n) => ({title: n.title, body: n.body, tag: n.tag,
+                                                    hash: n.data && n.data.hash}));
+}"""
+
+
+def test_push_devices_in_settings_and_a_pushed_message_shown_by_the_worker(
+    browser: Browser, world: World
+) -> None:
+    """Settings (at the phone width) lists the devices subscribed to push (here one made
+    through the API) and removes one; a push message delivered to the service worker (through Chromium's DevTools
+    protocol, as a push service would) is shown as a notification while no tab is in view."""
+    made = world.api.post(
+        "/push/subscriptions",
+        json=FakeBrowser().subscription("https://push.example/old", label="Old phone"),
+    )
+    assert made.status_code == 201, made.text
+    with browser.page(world.url, phone=True, permissions=["notifications"]) as ui:
+        signed_in(ui, world, "#/settings")
+        device = ui.testid("push-device").filter(has_text="Old phone")
+        expect(device).to_contain_text("https://push.example")
+        expect(ui.testid("push-on")).to_be_visible()
+        layout_ok(ui, "settings with a push device")
+        device.get_by_role("button", name="Remove Old phone").click()
+        expect(ui.testid("push-device")).to_have_count(0)
+        assert world.api.get("/push").json()["subscriptions"] == []
+
+        ui.page.evaluate(_SW_STATE, DEADLINE * 1000)  # the worker is active
+        cdp = ui.context.new_cdp_session(ui.page)
+        scopes: dict[str, str] = {}
+
+        def updated(event: dict[str, Any]) -> None:
+            for r in event["registrations"]:
+                scopes[r["scopeURL"]] = r["registrationId"]
+
+        cdp.on("ServiceWorker.workerRegistrationUpdated", updated)
+        cdp.send("ServiceWorker.enable")
+        ui.wait_for(lambda: f"{world.url}/ui/" in scopes, "the worker's registration")
+        ui.page.goto("about:blank")  # no tab of ours in view: the worker shows it
+        message = {
+            "title": "Deploy: approval needed",
+            "body": "bash wants to execute",
+            "tag": "approval-1",
+            "hash": "#/s/abc",
+        }
+        cdp.send(
+            "ServiceWorker.deliverPushMessage",
+            {
+                "origin": world.url,
+                "registrationId": scopes[f"{world.url}/ui/"],
+                "data": json.dumps(message),
+            },
+        )
+        ui.open("#/settings")
+        shown: list[dict[str, Any]] = []
+
+        def notified() -> bool:
+            shown[:] = ui.page.evaluate(_NOTES_SHOWN)
+            return bool(shown)
+
+        ui.wait_for(notified, "the pushed notification")
+        assert shown == [message], shown
 
 
 # ------------------------------------------------------------------------------------- review

@@ -139,3 +139,30 @@ self.addEventListener("notificationclick", (event) => {
     })(),
   );
 });
+
+// A Web Push message from the kernel (app/kernel/push): {title, body, tag, hash}, decrypted by
+// the browser. Shown unless a tab of ours is in view (its chat shows the fact already); the
+// tag is the one the page's own notifications use, so one fact is one notification.
+self.addEventListener("push", (event) => {
+  let m = {};
+  try {
+    m = event.data ? event.data.json() : {};
+  } catch {
+    m = {};
+  }
+  const title = typeof m.title === "string" && m.title ? m.title : "Foya";
+  const hash = typeof m.hash === "string" && m.hash.startsWith("#/") ? m.hash : "#/";
+  const options = {
+    body: typeof m.body === "string" ? m.body.slice(0, 200) : "",
+    tag: typeof m.tag === "string" ? m.tag : undefined,
+    icon: SCOPE + "icons/icon-192.png",
+    data: { hash },
+  };
+  event.waitUntil(
+    (async () => {
+      const tabs = await self.clients.matchAll({ type: "window", includeUncontrolled: true });
+      if (tabs.some((c) => c.visibilityState === "visible" && c.focused)) return;
+      await self.registration.showNotification(title, options);
+    })(),
+  );
+});

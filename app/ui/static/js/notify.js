@@ -3,9 +3,13 @@
 // bell button), as browsers require and users expect; nothing is shown while the page is in
 // view, where the chat itself shows it.
 //
+// With push turned on (views/push.js) the kernel notifies too, with the same tags: a browser
+// shows one notification per fact.
+//
 // On Android, `new Notification()` throws: the service worker's `showNotification` is used when
 // a worker is registered.
 
+const APPROVAL_GRACE_MS = 1000;
 const supported = typeof window !== 'undefined' && 'Notification' in window;
 
 export function permission() {
@@ -51,7 +55,12 @@ export function watch(follower, title) {
   const offs = [
     follower.on('approval_request', (env) => {
       const p = (env && env.payload) || {};
-      notify(`${name()}: approval needed`, `${p.tool_name || 'A tool'} wants to ${p.action || 'act'}${p.resource ? `: ${p.resource}` : ''}`, { tag: `approval-${p.id}`, hash });
+      // A hook or the guardian (approval mode auto) may decide at once: only one still waiting
+      // after a moment needs the user (the kernel's push waits the same: app/kernel/push).
+      setTimeout(() => {
+        if (!follower.approvals.has(p.id)) return;
+        notify(`${name()}: approval needed`, `${p.tool_name || 'A tool'} wants to ${p.action || 'act'}${p.resource ? `: ${p.resource}` : ''}`, { tag: `approval-${p.id}`, hash });
+      }, APPROVAL_GRACE_MS);
     }),
     follower.on('question_requested', (env) => {
       const p = (env && env.payload) || {};

@@ -1,4 +1,5 @@
-// Settings: model provider connections, the default models, and projects (projects.js).
+// Settings: model provider connections, the default models, projects (projects.js) and push
+// notifications (push.js).
 //
 // Routes: GET /connections (never the key: `has_api_key`); POST /connections → 201;
 // PATCH /connections/{id}; DELETE /connections/{id} → 204; GET /connections/{id}/models
@@ -13,6 +14,7 @@
 import { html, render, useState, useEffect, useCallback } from '../../vendor/htm/standalone.module.js';
 import { errorText } from './review.js';
 import { Projects } from './projects.js';
+import { PushSettings } from './push.js';
 
 const ROLES = [
   ['language', 'Chat', 'language'],
@@ -291,6 +293,9 @@ function SettingsView({ ctx }) {
       <h3 class="f-subtitle">Projects</h3>
       <p class="f-muted f-small">Directories on the kernel's machine that chats can work in.</p>
       <${Projects} ctx=${ctx} />
+      <h3 class="f-subtitle">Notifications</h3>
+      <p class="f-muted f-small">Approvals, questions and finished replies, on a device even while its browser is closed.</p>
+      <${PushSettings} ctx=${ctx} />
     </section>`;
 }
 
