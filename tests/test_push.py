@@ -19,7 +19,16 @@ from typing import Any
 import httpx
 import pytest
 from py_vapid import Vapid02  # type: ignore[import-untyped]
-from support.fake_provider import Agent, FakeProvider, agent_kernel, answer, call, connect, tools
+from support.fake_provider import (
+    Agent,
+    FakeProvider,
+    agent_kernel,
+    answer,
+    call,
+    connect,
+    reply,
+    tools,
+)
 from support.fake_push import FakeBrowser, FakePushService, Message, b64url, unb64url
 from support.helpers import Launcher, base_env
 from support.streams_helpers import assert_error, unix_kernel
@@ -144,7 +153,7 @@ def test_an_approval_and_the_finished_turn_reach_the_browser(
         unsubscribe_all(client)
 
 
-def test_a_question_is_pushed_and_a_full_access_turn_pushes_only_its_end(
+def test_a_question_is_pushed_and_unattended_turns_push_only_their_end(
     agent: Agent, service: FakePushService
 ) -> None:
     client = agent.client
@@ -167,8 +176,15 @@ def test_a_question_is_pushed_and_a_full_access_turn_pushes_only_its_end(
         s.push(tools(call("w", "write", {"path": "f.txt", "content": "x"})), answer("Done."))
         s.turn()  # full access: nothing waits for the user, only the end is pushed
         assert [browser.open(m.body)["tag"] for m in service.wait("tablet", 3)][2] == f"turn-{s.id}"
+        guarded = agent.session("auto", title="Guarded")
+        guarded.push_completion(reply("ALLOW"))  # the guardian decides, nobody is asked
+        frames = guarded.turn(
+            tools(call("g", "write", {"path": "g.txt", "content": "y"})), answer(".")
+        )
+        assert any(f.event == "approval_request" for f in frames)
+        assert browser.open(service.wait("tablet", 4)[3].body)["title"] == "Guarded"
         time.sleep(1.5)  # longer than the kernel's grace for an approval
-        assert len(service.to("tablet")) == 3
+        assert len(service.to("tablet")) == 4, [browser.open(m.body) for m in service.to("tablet")]
     finally:
         unsubscribe_all(client)
 
