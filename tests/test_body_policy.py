@@ -127,6 +127,8 @@ POLICY: dict[tuple[str, str], tuple[Policy, str]] = {
         "refused",
         "handleInstallMarketplacePlugin",
     ),
+    # Ours: a browser's PushSubscription.toJSON() carries `expirationTime` and may grow.
+    ("POST", "/push/subscriptions"): ("ignored", "ours"),
     ("PUT", "/web-search"): ("ignored", "handleUpdateWebSearch"),
     ("POST", "/web-search/test"): ("ignored", "handleTestWebSearch"),
     ("PUT", "/mcp"): ("ignored", "handleReplaceMCP"),
