@@ -89,6 +89,7 @@ if _TESTS not in sys.path:
 
 from support.browser import Browser, UiPage  # noqa: E402
 from support.fake_provider import call, reasoning, tools, wait  # noqa: E402
+from support.fake_push import FakeBrowser  # noqa: E402
 
 MODEL = "bench-ui"
 MESSAGES = 10_000
@@ -621,6 +622,9 @@ def screenshots(browser: Browser, world: World, out: Path) -> list[str]:
         call("w2", "write", {"path": "CHANGES.md", "content": "## 0.2\n\n- README tidied\n"}),
     ), answer("The README is tidied and CHANGES.md started."))  # fmt: skip
     world.turn(rev, "Tidy the README and start a changelog")
+    for label in ("Chrome on Android", "Firefox on Linux"):  # devices with push turned on
+        sub = FakeBrowser().subscription(f"https://push.example/{label[:6]}", label=label)
+        world.kernel.http.post("/push/subscriptions", json=sub).raise_for_status()
 
     with browser.page(world.url, check=False) as ui:
         ui.open()
@@ -656,6 +660,10 @@ def screenshots(browser: Browser, world: World, out: Path) -> list[str]:
         ui.go(f"#/s/{chat}")
         ui.page.get_by_text("and the rest.").first.wait_for()
         shot(ui, "phone-chat")
+        ui.go("#/settings")
+        ui.testid("push-device").first.wait_for()
+        ui.testid("push").scroll_into_view_if_needed()
+        shot(ui, "phone-push")
     return made
 
 

@@ -595,8 +595,9 @@ def test_push_devices_in_settings_and_a_pushed_message_shown_by_the_worker(
     browser: Browser, world: World
 ) -> None:
     """Settings (at the phone width) lists the devices subscribed to push (here one made
-    through the API) and removes one; a push message delivered to the service worker (through Chromium's DevTools
-    protocol, as a push service would) is shown as a notification while no tab is in view."""
+    through the API) and removes one; a push message delivered to the service worker (through
+    Chromium's DevTools protocol, as a push service would) is shown as a notification while
+    no tab is in view."""
     made = world.api.post(
         "/push/subscriptions",
         json=FakeBrowser().subscription("https://push.example/old", label="Old phone"),

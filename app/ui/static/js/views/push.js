@@ -92,10 +92,10 @@ export function PushSettings({ ctx }) {
         ${subs.length > 0 && html`<button class="f-btn" disabled=${busy} data-testid="push-test" onClick=${test}>Send a test</button>`}
       </div>`}
       ${error && html`<p class="f-error f-small" role="alert">${error}</p>`}
-      ${subs.length > 0 && html`<ul class="f-cards" data-testid="push-devices">
-        ${subs.map((s) => html`<li class="f-row" key=${s.id} data-testid="push-device">
-          <span>${s.label || 'A browser'}${s.id === mine ? ' (this device)' : ''}</span>
-          <span class="f-muted f-small">${s.origin} · ${new Date(s.created_at).toLocaleDateString()}</span>
+      ${subs.length > 0 && html`<ul class="f-push-devices" data-testid="push-devices">
+        ${subs.map((s) => html`<li class="f-push-device" key=${s.id} data-testid="push-device">
+          <div><span>${s.label || 'A browser'}${s.id === mine ? ' (this device)' : ''}</span>
+          <span class="f-muted f-small">${s.origin} · since ${new Date(s.created_at).toLocaleDateString()}</span></div>
           <button class="f-btn f-btn-ghost" disabled=${busy} aria-label=${`Remove ${s.label}`} onClick=${() => remove(s.id)}>Remove</button>
         </li>`)}
       </ul>`}
