@@ -503,3 +503,22 @@ def test_unknown_sessions_and_refs_are_terminal_not_found(client: httpx.Client) 
         ):
             assert_error(answer, 404, "terminal_not_found")
     assert snapshot(client, sid, ref)["running"] is True  # none of it reached the terminal
+
+
+def test_a_sessions_terminals_are_listed_oldest_first_without_their_output(
+    client: httpx.Client,
+) -> None:
+    """`GET /sessions/{id}/terminals` (ours): another device finds the shells to attach to."""
+    sid, other = new_session(client)["id"], new_session(client)["id"]
+    assert client.get(f"/sessions/{sid}/terminals").json() == []
+    first, second = start(client, sid)["ref"], start(client, sid)["ref"]
+    start(client, other)
+    send(client, sid, first, "echo listed\n")
+    wait_until(lambda: "listed" in snapshot(client, sid, first).get("buffer", ""), "the echo")
+    listed = client.get(f"/sessions/{sid}/terminals").json()
+    assert [t["ref"] for t in listed] == [first, second]
+    assert all(set(t) == SNAPSHOT_KEYS and t["running"] for t in listed), listed
+    assert 0 < listed[0]["seq"] <= snapshot(client, sid, first)["seq"]
+    assert client.delete(f"/sessions/{sid}/terminals/{first}").status_code == 204
+    assert [t["ref"] for t in client.get(f"/sessions/{sid}/terminals").json()] == [second]
+    assert_error(client.get("/sessions/nope/terminals"), 404, "terminal_not_found")

@@ -514,8 +514,12 @@ def test_a_project_is_added_and_trusted_from_settings(
 # ------------------------------------------------------------------------------------ terminal
 
 
-def test_a_terminal_runs_a_command(desktop: UiPage, world: World) -> None:
-    """Open a terminal (xterm.js, loaded on demand), type a command: its output shows."""
+def test_a_terminal_runs_a_command_and_goes_on_from_the_phone(
+    browser: Browser, desktop: UiPage, world: World
+) -> None:
+    """Open a terminal (xterm.js, loaded on demand), type a command: its output shows. A phone
+    (another browser context: nothing shared but the kernel) opening the same chat's terminal
+    attaches to that shell, sees its output and types into it; Close there ends it."""
     s = world.session("full_access")
     s.workspace.mkdir(parents=True, exist_ok=True)
     ui = signed_in(desktop, world, f"#/s/{s.id}/terminal")
@@ -525,8 +529,18 @@ def test_a_terminal_runs_a_command(desktop: UiPage, world: World) -> None:
     ui.page.keyboard.type("echo $((6*7))-from-the-shell\n")
     rows = ui.testid("terminal").locator(".xterm-rows")
     expect(rows).to_contain_text("42-from-the-shell")
-    ui.testid("terminal-close").click()
-    expect(ui.testid("terminal-status")).not_to_have_attribute("data-state", "running")
+    with browser.page(world.url, phone=True) as phone:
+        signed_in(phone, world, f"#/s/{s.id}/terminal")
+        expect(phone.testid("terminal-status")).to_have_attribute("data-state", "running")
+        there = phone.testid("terminal").locator(".xterm-rows")
+        expect(there).to_contain_text("42-from-the-shell")
+        phone.testid("terminal").click()
+        phone.page.keyboard.type("echo $((6*8))-from-the-phone\n")
+        expect(rows).to_contain_text("48-from-the-phone")  # one shell, seen on both
+        phone.testid("terminal-close").click()
+        expect(phone.testid("terminal-status")).not_to_have_attribute("data-state", "running")
+    listed = world.api.get(f"/sessions/{s.id}/terminals")
+    assert listed.status_code == 200 and listed.json() == [], listed.text
 
 
 # ------------------------------------------------------------------------------- notifications

@@ -34,6 +34,11 @@ def router(kernel: Kernel) -> APIRouter:
         body = body or StartTerminal()
         return await terminals.start(session_id, body.cols, body.rows)
 
+    @api.get("/sessions/{session_id}/terminals")
+    async def list_terminals(session_id: str) -> list[TerminalSnapshot]:
+        """The session's terminals, oldest first, without `buffer` (ours: Foya has no list)."""
+        return await terminals.list(session_id)
+
     @api.get(TERMINAL)
     async def get_terminal(session_id: str, ref: str) -> TerminalSnapshot:
         """State, the last MiB of output (`buffer`) and the last event's seq."""

@@ -75,6 +75,15 @@ class Terminals:
             raise TerminalNotFound(f"session {session} not found") from None
         return terminal.snapshot()
 
+    async def list(self, session: str) -> list[TerminalSnapshot]:
+        """`GET /sessions/{id}/terminals` (ours): the session's terminals, oldest first, each
+        without its `buffer` (that is `snapshot`'s), so any device can attach to one."""
+        await self._workspace(session)  # `TerminalNotFound` for no such session
+        listed = [t.snapshot() for t in self._terminals.values() if t.session_id == session]
+        for snap in listed:
+            snap.pop("buffer", None)
+        return listed
+
     def snapshot(self, session: str, ref: str) -> TerminalSnapshot:
         """`GET …/terminals/{ref}`: state, the last MiB of output and the last seq."""
         return self._get(session, ref).snapshot()

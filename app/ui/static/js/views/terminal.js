@@ -1,6 +1,7 @@
 // Terminals of a session: a shell on a PTY in the kernel, shown with xterm.js.
 //
-// Routes: POST /sessions/{id}/terminals {cols, rows} → 201 {ref, session_id, running,
+// Routes: GET /sessions/{id}/terminals → [{ref, session_id, running, exit_code?, seq}] (ours);
+// POST /sessions/{id}/terminals {cols, rows} → 201 {ref, session_id, running,
 // exit_code?, buffer?, seq}; GET …/terminals/{ref} (the snapshot: last MiB of output in
 // `buffer`, last event `seq`); POST …/{ref}/input {input} → 204; POST …/{ref}/resize {cols,
 // rows} → 204; DELETE …/{ref} → 204; GET …/{ref}/events (SSE, event `terminal`, ids are the
@@ -8,8 +9,9 @@
 // missed?}; resumes after Last-Event-ID). Errors: 404 terminal_not_found, 501
 // terminal_unavailable.
 //
-// The kernel has no "list a session's terminals" route: the refs this tab opened are kept in
-// sessionStorage so coming back re-attaches (a ref the kernel forgot answers 404 and is dropped).
+// Opening the view lists the session's terminals, whichever device started them, and attaches
+// to the newest: a shell begun on the laptop goes on from the phone (a ref the kernel forgot
+// meanwhile answers 404 and is dropped).
 // xterm.js (~340 KB) is imported only when this view mounts.
 
 import { html, render, useState, useEffect, useRef } from '../../vendor/htm/standalone.module.js';
@@ -72,24 +74,18 @@ const darkQuery = window.matchMedia('(prefers-color-scheme: dark)');
 const KEYS = [['Esc', '\x1b', 'Escape'], ['Tab', '\t', 'Tab'], ['^C', '\x03', 'Control C'], ['^D', '\x04', 'Control D'],
   ['↑', '\x1b[A', 'Up'], ['↓', '\x1b[B', 'Down'], ['←', '\x1b[D', 'Left'], ['→', '\x1b[C', 'Right']];
 
-function storeKey(sid) { return `foya.terminals.${sid}`; }
-function storedRefs(sid) {
-  try { return JSON.parse(sessionStorage.getItem(storeKey(sid)) || '[]'); } catch { return []; }
-}
-function saveRefs(sid, refs) { sessionStorage.setItem(storeKey(sid), JSON.stringify(refs)); }
-
 function TerminalView({ ctx }) {
   const sid = ctx.sessionId;
   const base = `/sessions/${encodeURIComponent(sid)}/terminals`;
   const wrap = useRef(null);
   // Everything xterm-side lives in one mutable object: it must survive re-renders untouched.
-  const t = useRef({ term: null, fit: null, stream: null, ref: '', seq: 0, running: false, out: '', sending: false, size: '' }).current;
-  const [refs, setRefs] = useState(() => storedRefs(sid));
+  const t = useRef({ term: null, fit: null, stream: null, ref: '', seq: 0, running: false, out: '', sending: false, size: '', refs: [] }).current;
+  const [refs, setRefs] = useState([]);
   const [active, setActive] = useState('');
   const [status, setStatus] = useState({ state: 'idle' }); // idle|loading|running|exited|error
   const [busy, setBusy] = useState(false);
 
-  const setRefList = (list) => { saveRefs(sid, list); setRefs(list); };
+  const setRefList = (list) => { t.refs = list; setRefs(list); };
 
   async function ensureTerm() {
     if (t.term) return t.term;
@@ -166,7 +162,7 @@ function TerminalView({ ctx }) {
   function gone(ref) {
     if (t.ref !== ref || t.detached) return;
     t.running = false;
-    setRefList(storedRefs(sid).filter((r) => r !== ref));
+    setRefList(t.refs.filter((r) => r !== ref));
     setStatus({ state: 'error', error: 'This terminal is gone (the kernel restarted or it was closed).' });
   }
 
@@ -205,7 +201,7 @@ function TerminalView({ ctx }) {
       const term = await ensureTerm();
       fitNow();
       const snap = await ctx.api.post(base, { cols: term.cols, rows: term.rows });
-      setRefList([...storedRefs(sid).filter((r) => r !== snap.ref), snap.ref]);
+      setRefList([...t.refs.filter((r) => r !== snap.ref), snap.ref]);
       await attach(snap.ref, snap);
     } catch (e) {
       setStatus({ state: 'error', error: e && e.code === 'terminal_unavailable' ? 'Terminals are not available on this kernel.' : errorText(e) });
@@ -218,7 +214,7 @@ function TerminalView({ ctx }) {
     try {
       await attach(ref, await ctx.api.get(`${base}/${encodeURIComponent(ref)}`));
     } catch (e) {
-      if (e && e.status === 404) setRefList(storedRefs(sid).filter((r) => r !== ref));
+      if (e && e.status === 404) setRefList(t.refs.filter((r) => r !== ref));
       setStatus({ state: 'error', error: errorText(e) });
     }
   }
@@ -233,7 +229,7 @@ function TerminalView({ ctx }) {
     setBusy(true);
     try { await ctx.api.del(`${base}/${encodeURIComponent(ref)}`); } catch (e) { if (!e || e.status !== 404) ctx.toast && ctx.toast(errorText(e)); }
     setBusy(false);
-    const left = storedRefs(sid).filter((r) => r !== ref);
+    const left = t.refs.filter((r) => r !== ref);
     setRefList(left);
     setActive('');
     t.term && t.term.reset();
@@ -247,16 +243,16 @@ function TerminalView({ ctx }) {
     ro.observe(wrap.current);
     const onTheme = () => { if (t.term) t.term.options.theme = darkQuery.matches ? DARK : LIGHT; };
     darkQuery.addEventListener('change', onTheme);
-    // Re-attach to the newest terminal this tab opened that the kernel still has.
+    // Attach to the session's newest terminal, if it has one.
     (async () => {
-      const known = storedRefs(sid);
-      const alive = [];
-      let last = null;
-      for (const ref of known) {
-        try { last = [ref, await ctx.api.get(`${base}/${encodeURIComponent(ref)}`)]; alive.push(ref); } catch { /* forgotten */ }
+      try {
+        const listed = (await ctx.api.get(base)).map((x) => x.ref);
+        if (t.detached) return;
+        setRefList([...listed, ...t.refs.filter((r) => !listed.includes(r))]); // one opened meanwhile stays
+        if (listed.length && !t.ref) await switchTo(listed[listed.length - 1]);
+      } catch (e) {
+        setStatus({ state: 'error', error: e && e.code === 'terminal_unavailable' ? 'Terminals are not available on this kernel.' : errorText(e) });
       }
-      if (alive.length !== known.length) setRefList(alive);
-      if (last && !t.ref) attach(last[0], last[1]).catch((e) => setStatus({ state: 'error', error: errorText(e) }));
     })();
     return () => {
       t.detached = true;
