@@ -529,6 +529,9 @@ def test_a_terminal_runs_a_command_and_goes_on_from_the_phone(
     ui.page.keyboard.type("echo $((6*7))-from-the-shell\n")
     rows = ui.testid("terminal").locator(".xterm-rows")
     expect(rows).to_contain_text("42-from-the-shell")
+    ui.page.keyboard.type("printf '\\033[38;2;201;12;34mtruecolor\\033[0m\\n'\n")
+    red = rows.locator("span", has_text="truecolor").last
+    expect(red).to_have_css("color", "rgb(201, 12, 34)")  # 24-bit colour, under the CSP
     with browser.page(world.url, phone=True) as phone:
         signed_in(phone, world, f"#/s/{s.id}/terminal")
         expect(phone.testid("terminal-status")).to_have_attribute("data-state", "running")

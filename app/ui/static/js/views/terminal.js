@@ -52,7 +52,14 @@ class XtermStyle extends HTMLElement {
   disconnectedCallback() { document.adoptedStyleSheets = document.adoptedStyleSheets.filter((s) => s !== this._sheet); }
 }
 if (!customElements.get('f-xterm-style')) customElements.define('f-xterm-style', XtermStyle);
+// Its cells' 24-bit colours it writes with setAttribute('style', …), which the CSP refuses
+// too; meanwhile that call sets `style.cssText` instead (CSSOM again: the same declarations).
 let shimUsers = 0;
+const setAttribute = Element.prototype.setAttribute;
+function setAttributeViaCssom(name, value) {
+  if (String(name).toLowerCase() === 'style' && this instanceof HTMLElement) this.style.cssText = String(value);
+  else setAttribute.call(this, name, value);
+}
 function shimStyles(on) {
   shimUsers += on ? 1 : -1;
   if (on && shimUsers === 1) {
@@ -60,8 +67,10 @@ function shimStyles(on) {
     document.createElement = function createElement(tag, options) {
       return String(tag).toLowerCase() === 'style' ? create.call(this, 'f-xterm-style') : create.call(this, tag, options);
     };
+    Element.prototype.setAttribute = setAttributeViaCssom;
   } else if (!on && shimUsers === 0) {
     delete document.createElement; // back to Document.prototype's
+    Element.prototype.setAttribute = setAttribute;
   }
 }
 
