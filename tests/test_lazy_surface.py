@@ -62,7 +62,7 @@ def test_first_use_answers_as_if_every_router_was_built(tmp_path: Path) -> None:
     api = lazy_of(app)
     # POST only: the route is built first, so the answer is 405, not 404. Every group with a
     # route that could match is built: the session routes too (`/sessions/{session_id}/...`).
-    answer = get(app, "GET", "/sessions/s1/terminals")
+    answer = get(app, "GET", "/sessions/s1/terminals/t1/input")
     assert (answer.status_code, answer.json()["code"]) == (405, "method_not_allowed")
     assert api.built() == [
         "app.http.routes.sessions",
