@@ -106,6 +106,11 @@ def test_subscriptions_are_kept_private_and_validated(
     assert_error(client.delete("/push/subscriptions/nope"), 404, "push_subscription_not_found")
     assert client.delete(f"/push/subscriptions/{made['id']}").status_code == 204
     assert client.get("/push").json()["subscriptions"] == []
+    for n in range(32):
+        subscribe(client, browser.subscription(service.endpoint(f"many{n}")))
+    full = client.post("/push/subscriptions", json=browser.subscription(service.endpoint("33")))
+    assert_error(full, 409, "push_subscriptions_full")
+    unsubscribe_all(client)
 
 
 def test_an_approval_and_the_finished_turn_reach_the_browser(

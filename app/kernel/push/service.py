@@ -44,7 +44,7 @@ from app.logs import get_logger
 
 GRACE = 1.0
 SEND_TIMEOUT = 10.0
-TTL = 12 * 3600  # an approval a day old is stale; the push service may drop it sooner
+TTL = 12 * 3600  # kept this long by a push service while the phone is off; stale after
 _QUEUE = 64  # notices waiting for the worker; more are dropped (a hint, not a fact)
 _REMEMBER = 512  # resolved approvals remembered: far more than wait at once
 _GONE = (404, 410)
@@ -64,7 +64,7 @@ class Push:
         self._queue: asyncio.Queue[Event] = asyncio.Queue(_QUEUE)
         self._worker: asyncio.Task[None] | None = None
         self._waiting: set[asyncio.Task[None]] = set()
-        self._resolved: OrderedDict[str, None] = OrderedDict()  # approval ids, the newest
+        self._resolved: OrderedDict[str, None] = OrderedDict()  # ids of decided approvals
 
     # -- subscriptions ---------------------------------------------------------------------------
 
