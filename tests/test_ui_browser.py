@@ -70,6 +70,12 @@ MAIN_BUTTONS = (
     "rewind-confirm",
     "push-on",
     "push-test",
+    "question-answer",
+    "queue-up",
+    "queue-down",
+    "queue-edit",
+    "queue-dispatch",
+    "queue-delete",
 )
 LONG_CHAT, LONG_COUNT = "seededlongchat0000000000", 450  # stored before the kernel starts
 NET_ERRORS = r"net::ERR_"  # Chromium logs every request a cut connection failed
@@ -357,7 +363,7 @@ def test_a_tool_approval_from_the_page(browser: Browser, world: World, viewport:
 # ------------------------------------------------------------------- questions, queue, stop
 
 
-def test_a_question_is_answered_from_the_page(desktop: UiPage, world: World) -> None:
+def test_a_question_is_answered_from_the_page(either: UiPage, world: World) -> None:
     """`ask_user` with a choice and a free answer: the card shows both; the answers reach the
     tool's result and the turn goes on."""
     s = world.session("manual")
@@ -370,12 +376,14 @@ def test_a_question_is_answered_from_the_page(desktop: UiPage, world: World) -> 
     s.push(
         tools(call("ask1", "ask_user", {"questions": [scope, notes]})), answer("Thanks for that")
     )
-    ui = desktop
+    ui = either
     open_chat(ui, world, s)
     send(ui, "Ask me first")
     card = ui.testid("question")
     expect(card).to_contain_text("Which scope?")
     expect(ui.testid("question-answer")).to_be_disabled()  # nothing answered yet
+    if on_phone(ui):
+        layout_ok(ui, "question")
     card.get_by_label("small").check()
     card.get_by_test_id("question-custom").last.fill("be brief")
     ui.testid("question-answer").click()
@@ -386,7 +394,7 @@ def test_a_question_is_answered_from_the_page(desktop: UiPage, world: World) -> 
     assert "small" in result["content"] and "be brief" in result["content"], result
 
 
-def test_the_queue_is_reordered_edited_and_dispatched(desktop: UiPage, world: World) -> None:
+def test_the_queue_is_reordered_edited_and_dispatched(either: UiPage, world: World) -> None:
     """While a turn runs, two messages typed go to the queue; moved, edited, then one sent now:
     the running turn ends and the queue runs in its new order."""
     s = world.session("full_access")
@@ -396,7 +404,7 @@ def test_the_queue_is_reordered_edited_and_dispatched(desktop: UiPage, world: Wo
         answer("Answer to the third"),
         answer("Answer to the second"),
     )
-    ui = desktop
+    ui = either
     open_chat(ui, world, s)
     send(ui, "first")
     ui.wait_for(lambda: "first" in ui.last_text(), "the first reply streaming")
@@ -404,6 +412,8 @@ def test_the_queue_is_reordered_edited_and_dispatched(desktop: UiPage, world: Wo
     send(ui, "third")
     items = ui.testid("queue-item")
     expect(items).to_have_count(2)
+    if on_phone(ui):
+        layout_ok(ui, "queue")
     expect(items.nth(0)).to_contain_text("second")
     items.nth(0).get_by_test_id("queue-down").click()
     expect(items.nth(0)).to_contain_text("third")
@@ -537,6 +547,7 @@ def test_a_terminal_runs_a_command_and_goes_on_from_the_phone(
         expect(phone.testid("terminal-status")).to_have_attribute("data-state", "running")
         there = phone.testid("terminal").locator(".xterm-rows")
         expect(there).to_contain_text("42-from-the-shell")
+        layout_ok(phone, "terminal")
         phone.testid("terminal").click()
         phone.page.keyboard.type("echo $((6*8))-from-the-phone\n")
         expect(rows).to_contain_text("48-from-the-phone")  # one shell, seen on both
@@ -544,6 +555,23 @@ def test_a_terminal_runs_a_command_and_goes_on_from_the_phone(
         expect(phone.testid("terminal-status")).not_to_have_attribute("data-state", "running")
     listed = world.api.get(f"/sessions/{s.id}/terminals")
     assert listed.status_code == 200 and listed.json() == [], listed.text
+
+
+def test_usage_at_the_phone_width(browser: Browser, world: World) -> None:
+    """A chat's usage view shows its last request's tokens and the model's share; the range
+    switches from 30 days to 7 (a bar per day); nothing scrolls sideways at 360 px."""
+    s = world.session("full_access", title="Metered")
+    s.turn("Count the tokens", answer("Counted.", prompt=1200, completion=34))
+    with browser.page(world.url, phone=True) as ui:
+        signed_in(ui, world, f"#/s/{s.id}/usage")
+        expect(ui.testid("usage-session")).to_contain_text("1,234 tokens (1,200 in, 34 out")
+        expect(ui.testid("usage-model").filter(has_text=s.model)).to_have_count(1)
+        expect(ui.testid("usage-day")).to_have_count(30)  # the last 30 days, first
+        layout_ok(ui, "usage")
+        ui.testid("usage-range-7").click()
+        expect(ui.testid("usage-range-7")).to_have_attribute("aria-pressed", "true")
+        expect(ui.testid("usage-day")).to_have_count(7)
+        layout_ok(ui, "usage over 7 days")
 
 
 # ------------------------------------------------------------------------------- notifications
