@@ -20,6 +20,11 @@ function keyBytes(b64url) {
   return Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
 }
 
+function sameKey(buffer, bytes) {
+  const a = buffer ? new Uint8Array(buffer) : new Uint8Array();
+  return a.length === bytes.length && a.every((b, i) => b === bytes[i]);
+}
+
 function deviceLabel() {
   const ua = navigator.userAgent;
   const os = /Android/.test(ua) ? 'Android' : /iPhone|iPad/.test(ua) ? 'iOS' : /Mac OS/.test(ua) ? 'macOS' : /Windows/.test(ua) ? 'Windows' : /Linux/.test(ua) ? 'Linux' : 'a device';
@@ -57,8 +62,13 @@ export function PushSettings({ ctx }) {
   const turnOn = () => act(async () => {
     if ((await Notification.requestPermission()) !== 'granted') throw new Error('Notifications are blocked for this site in the browser’s settings');
     const reg = await registration();
-    const sub = await reg.pushManager.getSubscription()
-      || await reg.pushManager.subscribe({ userVisibleOnly: true, applicationServerKey: keyBytes(info.public_key) });
+    const key = keyBytes(info.public_key);
+    let sub = await reg.pushManager.getSubscription();
+    if (sub && !sameKey(sub.options.applicationServerKey, key)) { // made for another kernel's key
+      await sub.unsubscribe();
+      sub = null;
+    }
+    sub = sub || await reg.pushManager.subscribe({ userVisibleOnly: true, applicationServerKey: key });
     const saved = await ctx.api.post('/push/subscriptions', { ...sub.toJSON(), label: deviceLabel() });
     localStorage.setItem(MINE, saved.id);
     setMine(saved.id);
