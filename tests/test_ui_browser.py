@@ -328,6 +328,36 @@ def test_new_chat_then_a_streamed_reply(browser: Browser, world: World, viewport
             layout_ok(ui, "chat after the reply")
 
 
+def test_a_long_code_block_streams_in_blocks_and_ends_as_code(
+    desktop: UiPage, world: World
+) -> None:
+    """A reply that is one 30,000-character code block (longer than the client renders as
+    markdown while it streams): while it streams the text on screen is exactly what arrived,
+    kept in several few-KB blocks so each frame lays out only the last; once stored, it is one
+    code block whose text equals the code."""
+    s = world.session("full_access")
+    code = "".join(f"line {i:05d} = compute({i})\n" for i in range(1200))  # 30,000 chars
+    head, tail = code[: len(code) // 2], code[len(code) // 2 :]
+    gate = world.fake.gate()
+    fence, end = text("```python\n"), text("```")
+    s.push([fence, text(head), wait(gate), text(tail), end, finish(), usage()])
+    ui = desktop
+    open_chat(ui, world, s)
+    send(ui, "Write it all")
+    live = '[data-testid="message"].is-live [data-testid="message-text"]'
+    shown = f"() => document.querySelector('{live}')?.textContent"
+    streamed = "```python\n" + head
+    ui.wait_for(lambda: ui.page.evaluate(shown) == streamed, "the first half, exactly")
+    blocks = ui.page.evaluate(f"() => document.querySelector('{live} .plain').children.length")
+    assert blocks >= 2, blocks  # a sealed block of about 8 KB and the live one
+    gate.set()
+    wait_until(s.idle, "the turn to end")
+    assert s.last()["content"] == f"```python\n{code}```"
+    pre = ui.messages("assistant").last.locator("pre code")
+    expect(pre).to_have_count(1)
+    assert pre.inner_text() == code
+
+
 # ----------------------------------------------------------------------------------- approval
 
 

@@ -48,6 +48,7 @@ export function renderInto(el, text) {
 }
 
 const TAIL_MARKDOWN_MAX = 8000; // a longer unfinished block streams as plain text
+const PLAIN_CHUNK = 4000; // characters per block of a plain tail (see LivePainter.seal)
 
 // Where the settled part of `text` ends: after its last blank line outside a code fence (the
 // text starts outside one), or 0. Blocks before it no longer change as text is appended.
@@ -70,8 +71,8 @@ function settledEnd(text) {
 /**
  * Paints a growing markdown text into `el` at a cost bounded by what changed: blocks that can
  * no longer change (before the last blank line outside a fence) are rendered once and kept;
- * only the unfinished block is rendered again, as markdown while it is short, else as a text
- * node that is appended to (so the browser relays out only its end). A text that is not a
+ * only the unfinished block is rendered again, as markdown while it is short, else as plain
+ * text appended to its last few-KB block (so the browser relays out only that block). A text that is not a
  * continuation of the last (a reconnect's snapshot) is painted from scratch.
  */
 export class LivePainter {
@@ -106,14 +107,35 @@ export class LivePainter {
       this.tailText = null;
       this.tail.className = 'md-block';
       this.tail.innerHTML = toHtml(rest, false);
-    } else if (this.tailText && rest.startsWith(this.tailText.data)) {
-      this.tailText.appendData(rest.slice(this.tailText.data.length));
+    } else if (this.tailText && rest.startsWith(this.tailSource)) {
+      this.tailText.appendData(rest.slice(this.tailSource.length));
+      this.seal();
     } else {
       this.tail.className = 'md-block plain';
       this.tail.textContent = '';
+      this.live = document.createElement('div');
       this.tailText = document.createTextNode(rest);
-      this.tail.append(this.tailText);
+      this.live.append(this.tailText);
+      this.tail.append(this.live);
+      this.seal();
     }
     this.tailSource = rest;
+  }
+
+  // A plain tail is kept in blocks of about PLAIN_CHUNK characters, each cut after a newline
+  // (exact: a block boundary there changes nothing on screen) or, in a text without one, after
+  // a space: appending to the last block then lays out that block alone, not the whole tail.
+  seal() {
+    const node = this.tailText;
+    while (node.length > 2 * PLAIN_CHUNK) {
+      const head = node.data.slice(0, 2 * PLAIN_CHUNK);
+      let cut = head.lastIndexOf('\n') + 1;
+      if (cut < PLAIN_CHUNK) cut = head.lastIndexOf(' ') + 1;
+      if (cut < PLAIN_CHUNK) cut = PLAIN_CHUNK;
+      const block = document.createElement('div');
+      block.textContent = node.data.slice(0, cut);
+      this.tail.insertBefore(block, this.live);
+      node.deleteData(0, cut);
+    }
   }
 }
