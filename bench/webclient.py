@@ -47,7 +47,10 @@ each). Each part runs in a browser context of its own (no HTTP cache, no service
    dropped-delta counter over each run is shown.
 
 Sides alternate (UI first in odd rounds, baseline first in even ones), after one uncounted
-warm-up run of each; figures are medians over rounds. Console errors, page errors and CSP
+warm-up run of each; figures are medians over rounds. With 2 cores or more the browser runs on
+core 0 and the kernel, the fake and this process on core 1, as a phone and a server are two
+machines: otherwise the page's rendering slows the kernel that feeds both sides, and the lag
+measures the contention more than the page. Console errors, page errors and CSP
 violations the pages reported are counted in the details. Traffic goes only to 127.0.0.1; the
 kernel is stopped by PID (SIGTERM, then SIGKILL), the browser by Playwright. Nothing asserts on
 a figure.
@@ -57,6 +60,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import hashlib
 import os
 import secrets
@@ -65,6 +69,7 @@ import socket
 import statistics
 import sys
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -210,7 +215,9 @@ def free_port() -> int:
 class World:
     """The fake, the kernel (token auth, plaintext on 127.0.0.1) and its API client."""
 
-    def __init__(self, procs: Processes, work: str, fake: TimedFake, messages: int) -> None:
+    def __init__(
+        self, procs: Processes, work: str, fake: TimedFake, messages: int, cpu: int | None = None
+    ) -> None:
         self.token = secrets.token_urlsafe(32)
         digest = hashlib.sha256(self.token.encode()).hexdigest()
         data_dir = Path(work) / "data"
@@ -223,7 +230,7 @@ class World:
         self.url = f"http://127.0.0.1:{port}"
         self.kernel = KernelProcess(
             procs, work, "webclient", data_dir=str(data_dir), listen=f"127.0.0.1:{port}",
-            env={"FOYA_AUTH_TOKEN_SHA256": digest},
+            env={"FOYA_AUTH_TOKEN_SHA256": digest}, cpu=cpu,
         )  # fmt: skip
         self.kernel.http.headers["Authorization"] = f"Bearer {self.token}"
         self.fake = fake
@@ -570,7 +577,7 @@ def render(results: dict[str, Any]) -> str:
         f"page problems (console/page errors, CSP): {len(problems)}"
         + (f" e.g. {problems[0][:200]}" if problems else ""),
         f"seeded {MESSAGES:,} messages in {results['seed_s']} s; chromium "
-        f"{results['chromium']}; python {results['python']}",
+        f"{results['chromium']}; python {results['python']}; pinning: {results['pinning']}",
         "",
     ]
     title = ["Web client in Chromium: first load, a 10,000-message session, 20,000 deltas"]
@@ -670,6 +677,21 @@ def screenshots(browser: Browser, world: World, out: Path) -> list[str]:
 # ------------------------------------------------------------------------------------- main
 
 
+@contextlib.contextmanager
+def browser_on(cpu: int | None) -> Iterator[Browser]:
+    """Chromium (and Playwright's driver) started on `cpu`, which they keep; this thread goes
+    back to its own cores once they are running."""
+    with contextlib.ExitStack() as stack:
+        mine = os.sched_getaffinity(0)
+        if cpu is not None:
+            os.sched_setaffinity(0, {cpu})
+        try:
+            browser = stack.enter_context(Browser.running())
+        finally:
+            os.sched_setaffinity(0, mine)
+        yield browser
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--json", action="store_true")
@@ -683,11 +705,22 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     started = time.monotonic()
     results: dict[str, Any] = {"python": python(), "quick": args.quick, "cpus": os.cpu_count()}
+    # A phone and a home server are two machines: with 2 cores or more the browser gets one of
+    # its own and the server side (the kernel, the fake provider, this process) the other, so
+    # the page's rendering and the stream it reads do not compete for one core.
+    pin = (os.cpu_count() or 1) >= 2 and not args.screenshots
+    if pin:
+        os.sched_setaffinity(0, {1})  # this thread, and the fake's threads started from it
+    results["pinning"] = "browser cpu 0; kernel, fake and bench cpu 1" if pin else "off"
     procs = Processes()
-    with workspace() as work, TimedFake.running() as fake, Browser.running() as browser:
+    with (
+        workspace() as work,
+        TimedFake.running() as fake,
+        browser_on(0 if pin else None) as browser,
+    ):
         fake.models = [MODEL]
         fake.keep_alive_timeout = 300
-        world = World(procs, work, fake, 0 if args.screenshots else MESSAGES)
+        world = World(procs, work, fake, 0 if args.screenshots else MESSAGES, 1 if pin else None)
         try:
             world.kernel.wait_ready()
             results["chromium"] = browser.browser.version
