@@ -16,13 +16,15 @@ from __future__ import annotations
 
 import base64
 import binascii
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from typing_extensions import TypedDict
 from yarl import URL
 
 from app.errors import BadRequest, FoyaError, NotFound
+from app.kernel.web.errors import FetchError
+from app.kernel.web.fetch import check_url
 from app.kernel.web.guard import AllowList
 
 FILE, VERSION = "push-subscriptions.json", 1
@@ -68,18 +70,14 @@ class Subscription:
         return {"id": self.id, "label": self.label, "origin": origin, "created_at": self.created_at}
 
     def stored(self) -> dict[str, str]:
-        return {
-            "id": self.id,
-            "endpoint": self.endpoint,
-            "p256dh": self.p256dh,
-            "auth": self.auth,
-            "label": self.label,
-            "created_at": self.created_at,
-        }
+        return asdict(self)
 
     def info(self) -> dict[str, Any]:
         """The subscription in the shape the Web Push libraries take."""
         return {"endpoint": self.endpoint, "keys": {"p256dh": self.p256dh, "auth": self.auth}}
+
+
+_FIELDS = tuple(f.name for f in fields(Subscription))
 
 
 def _key(value: str, size: int, name: str) -> str:
@@ -94,18 +92,17 @@ def _key(value: str, size: int, name: str) -> str:
 
 
 def checked_endpoint(endpoint: str, allow: AllowList) -> str:
-    """`endpoint` if a push message may be sent there: https with a host and no credentials;
-    plain http only to a host the operator allow-listed (FOYA_WEB_FETCH_ALLOW_HOSTS, a push
-    service of their own). Private addresses are refused when a message is sent."""
+    """`endpoint` if a push message may be sent there: a URL the guarded fetcher takes
+    (`check_url`: a host, no credentials), https, or plain http only to a host the operator
+    allow-listed (FOYA_WEB_FETCH_ALLOW_HOSTS, a push service of their own). Private addresses
+    are refused when a message is sent."""
     if len(endpoint) > MAX_ENDPOINT:
         raise BadRequest(f"endpoint: longer than {MAX_ENDPOINT} characters")
     try:
-        url = URL(endpoint)
-    except (ValueError, TypeError):
-        raise BadRequest("endpoint: not a URL") from None
-    if not url.host or url.user is not None or url.password is not None:
-        raise BadRequest("endpoint: not an https URL with a host")
-    if url.scheme != "https" and not (url.scheme == "http" and allow.lists(url.host)):
+        url = check_url(endpoint)
+    except FetchError:
+        raise BadRequest("endpoint: not an https URL with a host") from None
+    if url.scheme != "https" and not allow.lists(url.host or ""):
         raise BadRequest("endpoint: not an https URL")
     return endpoint
 
@@ -128,6 +125,3 @@ def loaded(raw: Any, allow: AllowList) -> Subscription | None:
     except BadRequest:
         return None
     return Subscription(raw["id"], *parts, raw["created_at"])
-
-
-_FIELDS = tuple(Subscription.__dataclass_fields__)
