@@ -79,10 +79,9 @@ class Terminals:
         """`GET /sessions/{id}/terminals` (ours): the session's terminals, oldest first, each
         without its `buffer` (that is `snapshot`'s), so any device can attach to one."""
         await self._workspace(session)  # `TerminalNotFound` for no such session
-        listed = [t.snapshot() for t in self._terminals.values() if t.session_id == session]
-        for snap in listed:
-            snap.pop("buffer", None)
-        return listed
+        return [
+            t.snapshot(output=False) for t in self._terminals.values() if t.session_id == session
+        ]
 
     def snapshot(self, session: str, ref: str) -> TerminalSnapshot:
         """`GET …/terminals/{ref}`: state, the last MiB of output and the last seq."""

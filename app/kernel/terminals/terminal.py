@@ -89,13 +89,15 @@ class Terminal:
     def running(self) -> bool:
         return self.exit_code is None
 
-    def snapshot(self) -> TerminalSnapshot:
+    def snapshot(self, *, output: bool = True) -> TerminalSnapshot:
+        """The terminal's state, with the last MiB of output as `buffer` unless `output` is
+        false (a listing: the buffer is not joined only to be dropped)."""
         out = TerminalSnapshot(
             ref=self.ref, session_id=self.session_id, running=self.running, seq=self.replay.seq
         )
         if self.exit_code is not None:
             out["exit_code"] = self.exit_code
-        if buffer := self.replay.buffer():
+        if output and (buffer := self.replay.buffer()):
             out["buffer"] = buffer
         return out
 

@@ -72,8 +72,8 @@ function settledEnd(text) {
  * Paints a growing markdown text into `el` at a cost bounded by what changed: blocks that can
  * no longer change (before the last blank line outside a fence) are rendered once and kept;
  * only the unfinished block is rendered again, as markdown while it is short, else as plain
- * text appended to its last few-KB block (so the browser relays out only that block). A text that is not a
- * continuation of the last (a reconnect's snapshot) is painted from scratch.
+ * text appended to its last few-KB block (so the browser relays out only that block). A text
+ * that is not a continuation of the last (a reconnect's snapshot) is painted from scratch.
  */
 export class LivePainter {
   constructor(el) {
