@@ -205,7 +205,7 @@ class Fetcher:
             async with asyncio.timeout(time_limit):
                 with _mapped(url):
                     async with sent as response:
-                        await response.content.read(64 * 1024)  # a short answer, never kept
+                        await response.content.read(self.max_bytes)  # read, never kept
                         return response.status
         except TimeoutError:
             raise FetchError(f"web fetch failed: no answer within {time_limit:g} s") from None
